@@ -1,0 +1,190 @@
+"""Apply a spec tree to nested tensors inside a step function.
+
+``split`` validates the spec against the tensors, then annotates each tensor with its
+sharding, returning the same nested structure:
+
+- under a ``TPUStrategy`` (explicit, or the one in scope) it calls the strategy's
+  ``experimental_split_to_logical_devices`` / ``experimental_replicate_to_logical_devices``
+  / ``experimental_assign_to_logical_device`` per tensor (``PartialTile`` has no strategy
+  method and is annotated directly, as those methods do);
+- under ``spatial_tf.Emulator`` it annotates for the emulator's core count;
+- anywhere else (default strategy, ``MirroredStrategy``) it emits the same XLA sharding
+  annotations, which run as identity outside an SPMD compile.
+
+>>> import tensorflow as tf
+>>> @tf.function
+... def step(batch):
+...     batch = split(batch, {"image": [1, 2, 2, 1], "label": None})
+...     return tf.reduce_sum(batch["image"])
+>>> float(step({"image": tf.ones([2, 8, 8, 3]), "label": tf.zeros([2])}))
+384.0
+"""
+import collections.abc
+import logging
+import math
+
+import tensorflow as tf
+from tensorflow.compiler.tf2xla.python import xla as tf2xla
+from tensorflow.python.compiler.xla.experimental import xla_sharding
+
+from spatial_tf import context
+from spatial_tf.spec import Assign, PartialTile, Replicate, Tile, validate
+
+__all__ = ["split", "annotate_tensor", "leaf_sharding"]
+
+_warned_unpartitioned = False
+
+
+def leaf_sharding(leaf, num_cores):
+    """The ``xla_sharding.Sharding`` for a spec leaf on ``num_cores`` logical cores.
+
+    >>> print(leaf_sharding(Tile(1, 2), 2).proto)  # doctest: +NORMALIZE_WHITESPACE
+    type: OTHER tile_assignment_dimensions: 1 tile_assignment_dimensions: 2
+    tile_assignment_devices: 0 tile_assignment_devices: 1
+    """
+    if isinstance(leaf, Replicate):
+        return xla_sharding.Sharding.replicate()
+    if isinstance(leaf, Assign):
+        return xla_sharding.Sharding.assign_device(leaf.core)
+    if isinstance(leaf, PartialTile):
+        return xla_sharding.Sharding.partial_tile(leaf.tile_assignment(num_cores))
+    if isinstance(leaf, Tile):
+        return xla_sharding.Sharding.tile(leaf.tile_assignment(num_cores))
+    raise TypeError(f"{leaf!r} ({type(leaf).__name__}) is not a spatial_tf spec leaf")
+
+
+def annotate_tensor(tensor, leaf, num_cores):
+    """Attach ``leaf``'s XLA sharding to ``tensor`` through an identity ``XlaSharding`` op.
+
+    In a graph the op also carries the ``_XlaSharding`` attribute that XLA reads; run
+    eagerly it is a plain identity.
+
+    >>> annotate_tensor(tf.zeros([4, 8]), Tile(1, 2), 2).shape
+    TensorShape([4, 8])
+    """
+    sharding = leaf_sharding(leaf, num_cores)
+    if tf.executing_eagerly():
+        return tf2xla.sharding(tensor, sharding=sharding.proto.SerializeToString())
+    return sharding.apply_to_tensor(tensor, use_sharding_op=True)
+
+
+def split(inputs, spec, strategy=None, *, num_cores_per_replica=None):
+    """Return ``inputs`` annotated per ``spec``, in the same nested structure.
+
+    Args:
+      inputs: a tensor or a dict/list/tuple/namedtuple of tensors.
+      spec: a spec tree mirroring ``inputs`` (see ``spatial_tf.spec.validate``);
+        TPUEstimator's ``input_partition_dims`` forms are accepted as they are.
+      strategy: a ``TPUStrategy`` or ``spatial_tf.Emulator``; by default the active
+        emulator, else the strategy in scope.
+      num_cores_per_replica: the core count when no TPU strategy or emulator supplies
+        one; inferred from the spec's largest ``Tile`` otherwise.
+
+    Raises:
+      ValueError, TypeError: the spec does not fit the inputs (message names the path).
+    """
+    target = _resolve_target(strategy, num_cores_per_replica, spec)
+    tree = validate(spec, inputs, target.num_cores)
+    flat = tf.nest.flatten(inputs)
+    for i, x in enumerate(flat):
+        if not tf.is_tensor(x):
+            flat[i] = tf.convert_to_tensor(x)
+    out = [target.annotate(x, leaf) for x, leaf in zip(flat, tf.nest.flatten(tree))]
+    return tf.nest.pack_sequence_as(inputs, out)
+
+
+# ---------------------------------------------------------------- where annotations go
+
+
+class _StrategyTarget:
+    """Annotate through a TPUStrategy's own logical-device methods."""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.num_cores = _strategy_cores_per_replica(strategy)
+
+    def annotate(self, x, leaf):
+        s = self.strategy
+        if isinstance(leaf, Replicate):
+            return s.experimental_replicate_to_logical_devices(x)
+        if isinstance(leaf, Assign):
+            if _strategy_uses_spmd(s):
+                raise ValueError(
+                    f"{leaf!r}: TPUStrategy does not allow assigning a tensor to one "
+                    f"logical core when experimental_spmd_xla_partitioning=True. Fix: "
+                    f"use Replicate() (or None) or a Tile for this tensor."
+                )
+            return s.experimental_assign_to_logical_device(x, leaf.core)
+        if isinstance(leaf, PartialTile):
+            return annotate_tensor(x, leaf, self.num_cores)
+        return s.experimental_split_to_logical_devices(x, list(leaf.dims))
+
+
+class _AnnotationTarget:
+    """Emit XLA sharding annotations directly for ``num_cores`` logical cores."""
+
+    def __init__(self, num_cores, partitioned):
+        self.num_cores = num_cores
+        self.partitioned = partitioned
+
+    def annotate(self, x, leaf):
+        if not self.partitioned and self.num_cores > 1:
+            _warn_unpartitioned_once()
+        return annotate_tensor(x, leaf, self.num_cores)
+
+
+def _resolve_target(strategy, num_cores_per_replica, spec):
+    if strategy is None:
+        layout = context.current_layout()
+        if layout is not None:
+            return _AnnotationTarget(layout.num_cores_per_replica, partitioned=True)
+        strategy = tf.distribute.get_strategy()
+    if hasattr(strategy, "experimental_split_to_logical_devices"):
+        if hasattr(strategy, "num_cores_per_replica"):  # spatial_tf.Emulator
+            return _AnnotationTarget(strategy.num_cores_per_replica, partitioned=True)
+        return _StrategyTarget(strategy)
+    if num_cores_per_replica is None:
+        num_cores_per_replica = _infer_cores(spec)
+    return _AnnotationTarget(num_cores_per_replica, partitioned=False)
+
+
+def _strategy_cores_per_replica(strategy):
+    devices = getattr(strategy.extended, "_tpu_devices", None)  # as TPUStrategy reads it
+    return 1 if devices is None else int(devices.shape[1])
+
+
+def _strategy_uses_spmd(strategy):
+    return bool(getattr(strategy.extended, "_use_spmd_for_xla_partitioning", False))
+
+
+def _infer_cores(spec):
+    """The largest tile product written in the spec (1 if nothing is tiled)."""
+    return max((math.prod(dims) for dims in _dims_lists(spec)), default=1)
+
+
+def _dims_lists(spec):
+    """Every list of ints or Tile inside a raw spec, for inferring the core count."""
+    if isinstance(spec, Tile) and not isinstance(spec, PartialTile):
+        yield spec.dims
+    elif isinstance(spec, collections.abc.Mapping):
+        for v in spec.values():
+            yield from _dims_lists(v)
+    elif isinstance(spec, (list, tuple)):
+        if spec and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in spec):
+            yield tuple(spec)
+        else:
+            for v in spec:
+                yield from _dims_lists(v)
+
+
+def _warn_unpartitioned_once():
+    global _warned_unpartitioned
+    if _warned_unpartitioned:
+        return
+    _warned_unpartitioned = True
+    logging.getLogger("spatial_tf").warning(
+        "spatial_tf.split: no TPUStrategy or spatial_tf.Emulator is active, so the "
+        "sharding annotations are recorded but nothing partitions the computation here "
+        "(they run as identity). Run the step under a TPUStrategy or spatial_tf.Emulator "
+        "to partition it."
+    )

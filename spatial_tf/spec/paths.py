@@ -1,0 +1,70 @@
+"""Walk nested inputs in ``tf.nest`` order, naming each leaf the way a user writes it.
+
+A top-level ``(features, labels)`` pair (what an ``input_fn`` or a Keras dataset yields)
+is named ``features`` / ``labels``; anything else starts at ``inputs``.
+
+>>> import collections
+>>> Point = collections.namedtuple("Point", "x y")
+>>> [p for p, _ in flatten_with_paths(({"image": 1, "mask": 2}, Point(3, 4)))]
+["features['image']", "features['mask']", 'labels.x', 'labels.y']
+>>> [p for p, _ in flatten_with_paths([1, [2, 3]])]
+['inputs[0]', 'inputs[1][0]', 'inputs[1][1]']
+"""
+import collections.abc
+
+__all__ = ["flatten_with_paths", "children", "is_namedtuple", "top_level_names"]
+
+
+def is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _sorted_keys(mapping, path):
+    try:
+        return sorted(mapping)
+    except TypeError as e:
+        raise TypeError(
+            f"{path}: dict keys {list(mapping)!r} cannot be sorted; tf.nest needs keys "
+            f"of one comparable type. Fix: use string keys."
+        ) from e
+
+
+def children(node, path):
+    """``[(child_path, child), ...]`` in ``tf.nest`` order, or None if ``node`` is a leaf."""
+    if isinstance(node, collections.abc.Mapping):
+        return [(f"{path}[{k!r}]", node[k]) for k in _sorted_keys(node, path)]
+    if is_namedtuple(node):
+        return [(f"{path}.{f}", getattr(node, f)) for f in type(node)._fields]
+    if isinstance(node, (list, tuple)):
+        return [(f"{path}[{i}]", c) for i, c in enumerate(node)]
+    return None
+
+
+def top_level_names(inputs):
+    """``("features", "labels")`` for a plain 2-tuple, else None."""
+    if type(inputs) is tuple and len(inputs) == 2:
+        return ("features", "labels")
+    return None
+
+
+def root_children(inputs, root="inputs"):
+    """Like ``children`` for the outermost node, applying the features/labels naming."""
+    names = top_level_names(inputs)
+    if names is not None:
+        return list(zip(names, inputs))
+    return children(inputs, root)
+
+
+def flatten_with_paths(tree, root="inputs"):
+    """``[(path, leaf), ...]`` for every leaf of ``tree``, in ``tf.nest.flatten`` order."""
+    out = []
+
+    def visit(node, path, kids):
+        if kids is None:
+            out.append((path, node))
+            return
+        for child_path, child in kids:
+            visit(child, child_path, children(child, child_path))
+
+    visit(tree, root, root_children(tree, root))
+    return out
