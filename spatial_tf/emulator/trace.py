@@ -1,0 +1,283 @@
+"""Trace a step function into one XLA program: its HLO, inputs, variables and writes.
+
+``trace(fn, args, kwargs)`` compiles ``fn`` with ``tf.function(jit_compile=True)`` for
+the shapes of ``args`` and returns a ``Traced``: the ``HloModuleProto`` (with the sharding
+annotations ``split`` added), the tensor arguments and captured values that feed the
+program's parameters in order, which outputs are variable writes (the module's
+``input_output_alias``) and how to pack results back into ``fn``'s output structure.
+No jax is needed here.
+
+>>> import tensorflow as tf
+>>> v = tf.Variable(1.0)
+>>> def step(x, scale=2.0):
+...     v.assign_add(tf.reduce_sum(x))
+...     return {"y": x * scale}
+>>> traced = trace(step, (tf.ones([2]),), {})
+>>> traced.arg_specs, len(traced.captures), traced.writes
+((TensorSpec(shape=(2,), dtype=tf.float32, name=None),), 1, ((1, 0),))
+"""
+import collections.abc
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.compiler.xla.service import hlo_pb2
+
+from spatial_tf.emulator import errors
+from spatial_tf.spec.paths import children
+
+__all__ = ["Traced", "CallSignature", "trace", "function_name"]
+
+
+def function_name(fn):
+    """A readable name for ``fn`` (a function, method or ``tf.function``)."""
+    fn = getattr(fn, "python_function", fn)
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+class _Slot:
+    """Stands for one tensor argument inside an argument template."""
+
+    __slots__ = ()
+
+
+_SLOT = _Slot()
+
+
+class CallSignature:
+    """``(args, kwargs)`` split into tensor leaves and everything else.
+
+    ``key`` is hashable and equal for calls that trace to the same program: the same
+    nesting, the same non-tensor values and tensors of the same shapes and dtypes.
+    """
+
+    def __init__(self, args, kwargs):
+        if not isinstance(args, (list, tuple)):
+            raise TypeError(
+                f"args is {type(args).__name__}; expected a tuple of positional "
+                f"arguments, e.g. args=(batch,)."
+            )
+        if kwargs is not None and not isinstance(kwargs, collections.abc.Mapping):
+            raise TypeError(
+                f"kwargs is {type(kwargs).__name__}; expected a dict of keyword arguments "
+                f"or None."
+            )
+        tree = (tuple(args), dict(kwargs or {}))
+        leaves = tf.nest.flatten(tree)
+        self.tensors = []
+        self.paths = []  # of the tensors, e.g. "args[0]['image']"
+        template = []
+        for path, leaf in zip(_paths(tree), leaves):
+            if isinstance(leaf, tf.Variable):
+                raise TypeError(
+                    f"{path} is a tf.Variable; the emulator reads variables the step "
+                    f"function uses directly (closure or attribute). Fix: do not pass "
+                    f"variables as arguments; pass tensors, or leave the variable in scope."
+                )
+            if isinstance(leaf, (tf.SparseTensor, tf.RaggedTensor)):
+                raise TypeError(
+                    f"{path} is a {type(leaf).__name__}; XLA programs take dense tensors. "
+                    f"Fix: densify it (tf.sparse.to_dense / .to_tensor()) before the step."
+                )
+            if tf.is_tensor(leaf) or isinstance(leaf, np.ndarray):
+                self.tensors.append(leaf)
+                self.paths.append(path)
+                template.append(_SLOT)
+            else:
+                template.append(leaf)
+        self.template = tf.nest.pack_sequence_as(tree, template)
+        self.specs = tuple(_spec(t) for t in self.tensors)
+        self.key = (_structure_key(self.template), self.specs)
+
+    def bind(self, tensors):
+        """``(args, kwargs)`` with the tensor slots filled from ``tensors`` in order."""
+        it = iter(tensors)
+        leaves = [next(it) if x is _SLOT else x for x in tf.nest.flatten(self.template)]
+        args, kwargs = tf.nest.pack_sequence_as(self.template, leaves)
+        return args, kwargs
+
+
+def _paths(tree):
+    """Readable paths of every leaf of ``(args, kwargs)`` in ``tf.nest`` order."""
+    out = []
+
+    def visit(node, path):
+        kids = children(node, path)
+        if kids is None:
+            out.append(path)
+        for child_path, child in kids or ():
+            visit(child, child_path)
+
+    visit(tree[0], "args")
+    visit(tree[1], "kwargs")
+    return out
+
+
+def _spec(t):
+    if isinstance(t, np.ndarray):
+        return tf.TensorSpec(t.shape, tf.as_dtype(t.dtype))
+    return tf.TensorSpec(t.shape, t.dtype)
+
+
+def _structure_key(x):
+    if isinstance(x, collections.abc.Mapping):
+        return (type(x), tuple((k, _structure_key(x[k])) for k in sorted(x)))
+    if isinstance(x, (list, tuple)):
+        return (type(x), tuple(_structure_key(v) for v in x))
+    if x is _SLOT:
+        return "<tensor>"
+    try:
+        hash(x)
+    except TypeError:
+        return ("<object>", id(x))
+    return (type(x), x)
+
+
+class Traced:
+    """One step function traced for one call signature; see ``trace``.
+
+    Attributes:
+      name: the function's name, for messages.
+      signature: the ``CallSignature`` it was traced for.
+      arg_specs: the tensor arguments, in program parameter order.
+      captures: what follows them: ``tf.Variable`` s and constant ``np.ndarray`` s.
+      writes: ``(result_index, capture_index)`` for each variable the program updates.
+      output_indices: result indices holding the function's own tensor outputs.
+      result_shapes: the shape of every program result.
+      module: the ``HloModuleProto``; ``hlo``: the same, serialized.
+    """
+
+    def __init__(self, name, signature, concrete, hlo, captures):
+        self.name = name
+        self.signature = signature
+        self.arg_specs = signature.specs
+        self.hlo = hlo
+        self.module = hlo_pb2.HloModuleProto.FromString(hlo)
+        self.structured_outputs = concrete.structured_outputs
+        self.captures = captures
+        self._check_parameters()
+        self.result_shapes = _result_shapes(self.module)
+        num_args = len(self.arg_specs)
+        self.writes = tuple(
+            (entry.output_shape_index[0], entry.parameter_number - num_args)
+            for entry in self.module.input_output_alias.entries
+        )
+        written = {r for r, _ in self.writes}
+        self.output_indices = tuple(i for i in range(len(self.result_shapes)) if i not in written)
+        self.output_specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in concrete.outputs)
+        if len(self.output_indices) != len(self.output_specs) or any(
+            not isinstance(self.captures[c], tf.Variable) for _, c in self.writes
+        ):
+            raise RuntimeError(
+                f"{name}: the compiled program has {len(self.result_shapes)} results and "
+                f"{len(self.writes)} variable writes, which does not match the function's "
+                f"{len(self.output_specs)} outputs; this TensorFlow version lays out XLA "
+                f"programs differently from the one spatial_tf supports (2.16 to 2.21)."
+            )
+
+    @property
+    def variables(self):
+        """The captured variables, in parameter order."""
+        return [c for c in self.captures if isinstance(c, tf.Variable)]
+
+    @property
+    def written_variables(self):
+        """The variables the program updates, in result order."""
+        return [self.captures[c] for _, c in self.writes]
+
+    def _check_parameters(self):
+        expected = len(self.arg_specs) + len(self.captures)
+        got = len(self.module.host_program_shape.parameters)
+        if got != expected:
+            raise RuntimeError(
+                f"{self.name}: the compiled program takes {got} parameters but the call "
+                f"has {len(self.arg_specs)} tensor arguments and {len(self.captures)} "
+                f"captured values; this TensorFlow version lays out XLA programs "
+                f"differently from the one spatial_tf supports (2.16 to 2.21)."
+            )
+
+    def capture_values(self):
+        """Current values of the captures (variables read now), as NumPy arrays."""
+        return [c.numpy() if isinstance(c, tf.Variable) else c for c in self.captures]
+
+    def pack_outputs(self, flat):
+        """The function's output structure with its tensors taken from ``flat`` in order."""
+        it = iter(flat)
+        leaves = [
+            next(it) if tf.is_tensor(x) else x
+            for x in tf.nest.flatten(self.structured_outputs, expand_composites=True)
+        ]
+        return tf.nest.pack_sequence_as(self.structured_outputs, leaves, expand_composites=True)
+
+
+def _captures(name, concrete):
+    by_handle = {id(v.handle): v for v in concrete.variables}
+    for t in concrete.captured_inputs:
+        if t.dtype == tf.resource:
+            var = by_handle.get(id(t))
+            if var is None:
+                raise TypeError(
+                    f"{name}: the step function uses a TensorFlow resource that is not a "
+                    f"variable ({t!r}), such as a lookup table or an iterator; XLA cannot "
+                    f"take it as input. Fix: use it outside the step function and pass "
+                    f"the resulting tensors as arguments."
+                )
+            yield var
+        elif isinstance(t, tf.Tensor) and hasattr(t, "numpy"):
+            yield t.numpy()
+        else:
+            raise TypeError(
+                f"{name}: the step function uses the tensor {t!r} from an enclosing "
+                f"tf.function; the emulator compiles the step on its own and cannot see "
+                f"it. Fix: pass it to strategy.run through args."
+            )
+
+
+def _result_shapes(module):
+    result = module.host_program_shape.result
+    shapes = result.tuple_shapes if result.tuple_shapes else [result]
+    return [tuple(s.dimensions) for s in shapes]
+
+
+def trace(fn, args=(), kwargs=None, *, signature=None):
+    """Trace ``fn(*args, **kwargs)`` with XLA and return a ``Traced``.
+
+    Works eagerly and while an outer ``tf.function`` is being traced (the step is traced
+    on its own, outside that graph). Shapes must be fully known. ``signature`` (a
+    ``CallSignature`` of the same call) saves splitting the arguments again.
+
+    Raises:
+      ValueError: a tensor argument has an unknown size.
+      CompileError: an op cannot be compiled by XLA (no kernel, data-dependent shape).
+    """
+    signature = signature or CallSignature(args, kwargs)
+    name = function_name(fn)
+    for path, spec in zip(signature.paths, signature.specs):
+        if not spec.shape.is_fully_defined():
+            raise ValueError(
+                f"{name}: {path} has shape {spec.shape}, with sizes unknown until run "
+                f"time; XLA compiles for fixed shapes. Fix: give the dataset a static "
+                f"batch size (dataset.batch(n, drop_remainder=True)) or set_shape() the "
+                f"tensor."
+            )
+    python_fn = getattr(fn, "python_function", fn)
+
+    def step(*tensors):
+        call_args, call_kwargs = signature.bind(tensors)
+        return python_fn(*call_args, **call_kwargs)
+
+    step.__name__ = getattr(python_fn, "__name__", "step").replace("<", "").replace(">", "")
+    jit = tf.function(step, jit_compile=True)
+    concrete = jit.get_concrete_function(*signature.specs)
+    captures = tuple(_captures(name, concrete))
+    try:
+        hlo = jit.experimental_get_compiler_ir(*signature.specs)(stage="hlo_serialized")
+    except (ValueError, tf.errors.OpError) as e:
+        explained = errors.from_tensorflow_error(name, e)
+        if explained is None:
+            raise
+        raise explained from e
+    traced = Traced(name, signature, concrete, hlo, captures)
+    dynamic = errors.dynamic_shape_error(name, traced.module)
+    if dynamic is not None:
+        raise dynamic
+    return traced
