@@ -16,7 +16,7 @@ are updated only after the whole step succeeded.
 ...     w.assign_sub(0.01 * tf.ones_like(w))
 ...     return tf.reduce_sum(y)
 >>> float(emulator.run(step, args=(tf.ones([1, 8, 8, 2]),)))
-1568.0
+1936.0
 >>> round(float(w[0, 0, 0, 0]), 2)
 0.99
 
