@@ -191,9 +191,15 @@ class Compiled:
         self._j = j
         self.executable = executable
         self.devices = list(devices)
-        to_sharding = j.xla_client.HloSharding.from_proto
-        self.parameter_shardings = [to_sharding(s) for s in executable.get_parameter_shardings()]
-        self.output_shardings = [to_sharding(s) for s in executable.get_output_shardings()]
+        self._replicated = j.xla_client.HloSharding.replicate()
+        self.parameter_shardings = self._shardings(executable.get_parameter_shardings())
+        self.output_shardings = self._shardings(executable.get_output_shardings())
+
+    def _shardings(self, protos):
+        # None for a one-device program: everything is whole on that device
+        if protos is None:
+            return None
+        return [self._j.xla_client.HloSharding.from_proto(s) for s in protos]
 
     def memory_stats(self):
         """Per-device bytes: argument, output, alias, temp, generated code."""
@@ -212,26 +218,48 @@ class Compiled:
 
     def sharding_strings(self):
         """``(parameters, outputs)`` shardings as XLA prints them, e.g. ``{replicated}``."""
-        return [str(s) for s in self.parameter_shardings], [str(s) for s in self.output_shardings]
+        return [str(s) for s in self.parameter_shardings or []], [
+            str(s) for s in self.output_shardings or []
+        ]
+
+    def parameter_pieces(self):
+        """How many distinct pieces each parameter is cut into (1 = whole on each core)."""
+        pieces = []
+        for sharding in self.parameter_shardings or []:
+            count = 1
+            if sharding.is_tiled():
+                dims = sharding.tile_assignment_dimensions()
+                if sharding.replicate_on_last_tile_dim():
+                    dims = dims[:-1]
+                for d in dims:
+                    count *= d
+            pieces.append(count)
+        return pieces
 
     def run(self, arrays, output_shapes):
         """Place ``arrays`` per the parameter shardings, execute, return NumPy outputs.
 
         Raises ValueError if the number of arrays does not match the program's parameters.
         """
-        if len(arrays) != len(self.parameter_shardings):
+        parameter_shardings = self.parameter_shardings or [self._replicated] * len(arrays)
+        if len(arrays) != len(parameter_shardings):
             raise ValueError(
-                f"the compiled program takes {len(self.parameter_shardings)} arrays; "
+                f"the compiled program takes {len(parameter_shardings)} arrays; "
                 f"got {len(arrays)}"
             )
+        with self._j.jax.enable_x64(True):  # keep int64/float64 as they are
+            return self._run(arrays, parameter_shardings, output_shapes)
+
+    def _run(self, arrays, parameter_shardings, output_shapes):
         j = self._j
         placed = [
             j.jax.device_put(a, j.GSPMDSharding(self.devices, s))
-            for a, s in zip(arrays, self.parameter_shardings)
+            for a, s in zip(arrays, parameter_shardings)
         ]
         per_output = self.executable.execute_sharded(placed).disassemble_into_single_device_arrays()
+        output_shardings = self.output_shardings or [self._replicated] * len(per_output)
         results = []
-        for shards, sharding, shape in zip(per_output, self.output_shardings, output_shapes):
+        for shards, sharding, shape in zip(per_output, output_shardings, output_shapes):
             if sharding.is_replicated():
                 results.append(np.asarray(shards[0]))
                 continue

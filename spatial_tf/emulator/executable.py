@@ -64,7 +64,23 @@ class Program:
             np.asarray(v, dtype=spec.dtype.as_numpy_dtype)
             for v, spec in zip(arg_values, traced.arg_specs)
         ] + [np.asarray(v) for v in capture_values]
+        _check_arrays(traced, arrays)
         results = self.compiled.run(arrays, traced.result_shapes)
         outputs = [results[i] for i in traced.output_indices]
         updates = [results[r] for r, _ in traced.writes]
         return outputs, updates
+
+
+def _check_arrays(traced, arrays):
+    """XLA trusts its inputs: check shapes and dtypes here rather than crash there."""
+    names = [f"argument {i}" for i in range(len(traced.arg_specs))] + [
+        f"variable '{c.name}'" if hasattr(c, "name") else f"captured constant {i}"
+        for i, c in enumerate(traced.captures)
+    ]
+    for name, array, (shape, dtype) in zip(names, arrays, traced.parameter_types):
+        if array.shape != shape or (dtype is not None and array.dtype.name != dtype):
+            raise ValueError(
+                f"{traced.name}: {name} is {array.dtype.name}{list(array.shape)} but the step "
+                f"was compiled for {dtype}{list(shape)}. Fix: keep the shapes and dtypes of "
+                f"variables fixed between steps (a new shape needs a new trace)."
+            )

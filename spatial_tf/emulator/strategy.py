@@ -280,17 +280,26 @@ class Emulator:
 
     # ------------------------------------------------------------ inspection
 
-    def report(self, fn, args=(), kwargs=None):
-        """Per-core memory and communication of the partitioned step; see ``Report``."""
+    def report(self, fn, args=(), kwargs=None, *, gather_threshold_bytes=None):
+        """Per-core memory and communication of the partitioned step; see ``Report``.
+
+        Gathered tensors of at least ``gather_threshold_bytes`` per core get a warning
+        (default: an eighth of the smallest per-core piece of a split argument).
+        """
         from spatial_tf.emulator.report import build_report
 
-        return build_report(self, self.compile(fn, args, kwargs))
+        return build_report(self, self.compile(fn, args, kwargs), gather_threshold_bytes)
 
-    def compare(self, fn, args=(), kwargs=None, **options):
-        """Run partitioned and unpartitioned and compare everything; see ``parity.compare``."""
+    def compare(self, fn, args=(), kwargs=None, *, reference="unpartitioned",
+                tolerances=None, raise_on_mismatch=False):
+        """Run partitioned and as ``reference`` (``"unpartitioned"`` XLA or
+        ``"tensorflow"``) from the same variable values and compare every output and
+        variable update; variables are left unchanged. See ``parity.compare``.
+        """
         from spatial_tf.emulator.parity import compare
 
-        return compare(self, fn, args, kwargs, **options)
+        return compare(self, fn, args, kwargs, reference=reference, tolerances=tolerances,
+                       raise_on_mismatch=raise_on_mismatch)
 
     def _ignored(self, value, what):
         if value is None or what in self._warned:

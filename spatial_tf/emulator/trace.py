@@ -20,12 +20,13 @@ import collections.abc
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.compiler.xla import xla_data_pb2
 from tensorflow.compiler.xla.service import hlo_pb2
 
 from spatial_tf.emulator import errors
 from spatial_tf.spec.paths import children
 
-__all__ = ["Traced", "CallSignature", "trace", "function_name"]
+__all__ = ["Traced", "CallSignature", "trace", "function_name", "leaf_paths"]
 
 
 def function_name(fn):
@@ -96,8 +97,8 @@ class CallSignature:
         return args, kwargs
 
 
-def _paths(tree):
-    """Readable paths of every leaf of ``(args, kwargs)`` in ``tf.nest`` order."""
+def leaf_paths(tree, root):
+    """Readable paths of every leaf of ``tree`` in ``tf.nest`` order: ``root['a'][0]``..."""
     out = []
 
     def visit(node, path):
@@ -107,9 +108,12 @@ def _paths(tree):
         for child_path, child in kids or ():
             visit(child, child_path)
 
-    visit(tree[0], "args")
-    visit(tree[1], "kwargs")
+    visit(tree, root)
     return out
+
+
+def _paths(tree):
+    return leaf_paths(tree[0], "args") + leaf_paths(tree[1], "kwargs")
 
 
 def _spec(t):
@@ -153,9 +157,20 @@ class Traced:
         self.hlo = hlo
         self.module = hlo_pb2.HloModuleProto.FromString(hlo)
         self.structured_outputs = concrete.structured_outputs
+        for path, leaf in zip(leaf_paths(self.structured_outputs, "outputs"),
+                              tf.nest.flatten(self.structured_outputs)):
+            if tf.is_tensor(leaf) and not isinstance(leaf, tf.Tensor):
+                raise TypeError(
+                    f"{name}: {path} is a {type(leaf).__name__}; an XLA program returns "
+                    f"dense tensors. Fix: return .to_tensor() / tf.sparse.to_dense(...) of it."
+                )
         self.captures = captures
         self._check_parameters()
         self.result_shapes = _result_shapes(self.module)
+        self.parameter_types = [
+            (tuple(p.dimensions), _NUMPY_TYPES.get(p.element_type))
+            for p in self.module.host_program_shape.parameters
+        ]
         num_args = len(self.arg_specs)
         self.writes = tuple(
             (entry.output_shape_index[0], entry.parameter_number - num_args)
@@ -199,14 +214,29 @@ class Traced:
         """Current values of the captures (variables read now), as NumPy arrays."""
         return [c.numpy() if isinstance(c, tf.Variable) else c for c in self.captures]
 
+    def output_paths(self):
+        """Paths of the function's tensor outputs, e.g. ``outputs['loss']``."""
+        leaves = tf.nest.flatten(self.structured_outputs)
+        paths = leaf_paths(self.structured_outputs, "outputs")
+        return [p for p, x in zip(paths, leaves) if tf.is_tensor(x)]
+
     def pack_outputs(self, flat):
         """The function's output structure with its tensors taken from ``flat`` in order."""
         it = iter(flat)
         leaves = [
             next(it) if tf.is_tensor(x) else x
-            for x in tf.nest.flatten(self.structured_outputs, expand_composites=True)
+            for x in tf.nest.flatten(self.structured_outputs)
         ]
-        return tf.nest.pack_sequence_as(self.structured_outputs, leaves, expand_composites=True)
+        return tf.nest.pack_sequence_as(self.structured_outputs, leaves)
+
+
+_NUMPY_TYPES = {
+    xla_data_pb2.PRED: "bool", xla_data_pb2.S8: "int8", xla_data_pb2.S16: "int16",
+    xla_data_pb2.S32: "int32", xla_data_pb2.S64: "int64", xla_data_pb2.U8: "uint8",
+    xla_data_pb2.U16: "uint16", xla_data_pb2.U32: "uint32", xla_data_pb2.U64: "uint64",
+    xla_data_pb2.F16: "float16", xla_data_pb2.BF16: "bfloat16", xla_data_pb2.F32: "float32",
+    xla_data_pb2.F64: "float64", xla_data_pb2.C64: "complex64", xla_data_pb2.C128: "complex128",
+}
 
 
 def _captures(name, concrete):

@@ -1,0 +1,171 @@
+"""What a partitioned step costs per core: memory, communication, and where it reshards.
+
+``Emulator.report(fn, args)`` compiles the step partitioned and unpartitioned and
+returns a ``Report``: per-core argument / output / temp bytes of both (so the saving is
+one division away), every collective in the partitioned program by kind with count and
+bytes, and a warning naming the TensorFlow op wherever an activation-sized tensor is
+gathered (all-gather / all-to-all): the places where the split does not survive.
+
+``str(report)`` is a table; ``report.to_dict()`` gives the same figures to programs.
+"""
+import collections
+import dataclasses
+
+from spatial_tf.emulator.hlo_text import KINDS, collectives
+from spatial_tf.table import format_bytes, format_table
+
+__all__ = ["Report", "build_report", "GATHER_KINDS"]
+
+GATHER_KINDS = ("all-gather", "all-to-all")
+_MEMORY_ROWS = ("argument", "output", "alias", "temp")
+
+
+@dataclasses.dataclass
+class Report:
+    """Figures for one step function on one emulator layout (bytes are per core).
+
+    Attributes:
+      function: the step's name.
+      num_replicas, num_cores_per_replica: the layout.
+      partitioned, unpartitioned: bytes by kind (``argument``, ``output``, ``alias``
+        i.e. outputs written in place of arguments, ``temp``) and ``peak`` (argument +
+        output - alias + temp), per core / on the one device.
+      compile_seconds: ``{"partitioned": s, "unpartitioned": s}``.
+      collectives: every collective instruction (``hlo_text.Collective``), in program
+        order; counts are instructions in the program (a loop body counts once).
+      warnings: one line per TensorFlow op whose output gets gathered.
+      gather_threshold_bytes: the size from which a gathered tensor is activation-sized.
+    """
+
+    function: str
+    num_replicas: int
+    num_cores_per_replica: int
+    partitioned: dict
+    unpartitioned: dict
+    compile_seconds: dict
+    collectives: list
+    warnings: list
+    gather_threshold_bytes: int
+
+    def by_kind(self):
+        """``{kind: {"count": n, "bytes": total, "largest": bytes}}`` over collectives."""
+        out = {}
+        for c in self.collectives:
+            row = out.setdefault(c.kind, {"count": 0, "bytes": 0, "largest": 0})
+            row["count"] += 1
+            row["bytes"] += c.bytes
+            row["largest"] = max(row["largest"], c.bytes)
+        return out
+
+    def ratio(self, kind="peak"):
+        """Partitioned per-core bytes / unpartitioned bytes for ``kind`` (e.g. ``temp``)."""
+        base = self.unpartitioned[kind]
+        return self.partitioned[kind] / base if base else float("nan")
+
+    def to_dict(self):
+        d = dataclasses.asdict(self)
+        d["by_kind"] = self.by_kind()
+        return d
+
+    def __str__(self):
+        cores = self.num_replicas * self.num_cores_per_replica
+        layout = (
+            f"{self.num_cores_per_replica} cores"
+            if self.num_replicas == 1
+            else f"{self.num_replicas} replicas x {self.num_cores_per_replica} cores"
+        )
+        memory = format_table(
+            ["bytes", "per core", "unpartitioned", "ratio"],
+            [
+                [k, format_bytes(self.partitioned[k]), format_bytes(self.unpartitioned[k]),
+                 _ratio(self.partitioned[k], self.unpartitioned[k])]
+                for k in _MEMORY_ROWS + ("peak",)
+            ],
+            title=f"{self.function} on {layout} ({cores} virtual CPU devices); "
+                  f"compile {self.compile_seconds['partitioned']:.1f} s partitioned, "
+                  f"{self.compile_seconds['unpartitioned']:.1f} s unpartitioned",
+            right=("per core", "unpartitioned", "ratio"),
+        )
+        kinds = self.by_kind()
+        comm = format_table(
+            ["collective", "count", "bytes per core", "largest", "what it is"],
+            [
+                [k, kinds[k]["count"], format_bytes(kinds[k]["bytes"]),
+                 format_bytes(kinds[k]["largest"]), KINDS[k]]
+                for k in KINDS if k in kinds
+            ] or [["(none)", 0, "", "", "no communication: every core works alone"]],
+            right=("bytes per core", "largest"),
+        )
+        parts = [memory, "", comm]
+        if self.warnings:
+            parts += ["", "warnings:"] + [f"  - {w}" for w in self.warnings]
+        return "\n".join(parts)
+
+
+def _ratio(a, b):
+    return f"{a / b:.2f}" if b else "-"
+
+
+def build_report(emulator, step, gather_threshold_bytes=None):
+    """A ``Report`` for a compiled step of ``emulator`` (see ``Emulator.report``)."""
+    program, single = step.program, step.unpartitioned
+    found = collectives(program.compiled.hlo_text())
+    if gather_threshold_bytes is None:
+        gather_threshold_bytes = _activation_threshold(step.traced, program.compiled)
+    return Report(
+        function=step.traced.name,
+        num_replicas=emulator.num_replicas,
+        num_cores_per_replica=emulator.num_cores_per_replica,
+        partitioned=_memory(program.compiled),
+        unpartitioned=_memory(single.compiled),
+        compile_seconds={
+            "partitioned": program.compile_seconds,
+            "unpartitioned": single.compile_seconds,
+        },
+        collectives=found,
+        warnings=_gather_warnings(found, gather_threshold_bytes),
+        gather_threshold_bytes=gather_threshold_bytes,
+    )
+
+
+def _memory(compiled):
+    stats = compiled.memory_stats()
+    out = {k: stats[k] for k in _MEMORY_ROWS}
+    out["peak"] = out["argument"] + out["output"] - out["alias"] + out["temp"]
+    return out
+
+
+def _activation_threshold(traced, compiled):
+    """An eighth of the smallest per-core piece of a split tensor argument.
+
+    Weights are replicated in spatial partitioning, so what gets gathered is derived
+    from the split activations; an eighth (one 2x downsampling of a volume) keeps
+    tensors from deeper, smaller levels in while leaving out scalars and small vectors.
+    With no split argument, nothing counts as activation-sized.
+    """
+    pieces = [
+        spec.shape.num_elements() * spec.dtype.size // count
+        for spec, count in zip(traced.arg_specs, compiled.parameter_pieces())
+        if count > 1
+    ]
+    return max(min(pieces) // 8, 1) if pieces else None
+
+
+def _gather_warnings(found, threshold):
+    if threshold is None:
+        return []
+    grouped = collections.OrderedDict()
+    for c in found:
+        if c.kind in GATHER_KINDS and c.bytes >= threshold:
+            grouped.setdefault((c.op_name or "(unnamed op)", c.kind), []).append(c)
+    warnings = []
+    for (op_name, kind), items in grouped.items():
+        shapes = ", ".join(sorted({c.shape for c in items}))
+        warnings.append(
+            f"{kind} of an activation-sized tensor at TensorFlow op '{op_name}' "
+            f"({len(items)}x, {format_bytes(sum(c.bytes for c in items))} per core; {shapes}): "
+            f"this op cannot work on the split pieces, so XLA reassembles them. Fix: avoid "
+            f"merging or reordering split axes there (e.g. a reshape that flattens them), "
+            f"or split a different axis."
+        )
+    return warnings

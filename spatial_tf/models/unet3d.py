@@ -1,0 +1,141 @@
+"""U-Net for volumes (3D) and images (2D) in Keras 3, the model spatial partitioning is for.
+
+The 3D U-Net of Çiçek et al. (2016): at each resolution level two 3x3(x3) convolutions
+with batch norm and ReLU, then a 2x downsampling (max pooling or a stride-2
+convolution); on the way up a stride-2 transposed convolution, concatenation with the
+encoder's features at that level (cropped to fit when ``padding="valid"``) and two more
+convolutions; a 1x1(x1) convolution gives per-voxel class logits.
+
+>>> model = unet3d((16, 16, 16, 1), num_classes=2, depth=2, base_filters=4)
+>>> model.output_shape
+(None, 16, 16, 16, 2)
+>>> unet((20, 20, 3), num_classes=1, depth=2, base_filters=4, padding="valid").output_shape
+(None, 4, 4, 1)
+"""
+import keras
+
+__all__ = ["unet3d", "unet", "output_size"]
+
+_LAYERS = {
+    2: (keras.layers.Conv2D, keras.layers.Conv2DTranspose, keras.layers.MaxPooling2D,
+        keras.layers.Cropping2D),
+    3: (keras.layers.Conv3D, keras.layers.Conv3DTranspose, keras.layers.MaxPooling3D,
+        keras.layers.Cropping3D),
+}
+
+
+def unet3d(input_shape=(64, 64, 64, 1), num_classes=2, depth=3, base_filters=8, **options):
+    """A 3D U-Net for ``(depth, height, width, channels)`` volumes; see ``unet``."""
+    if len(input_shape) != 4:
+        raise ValueError(
+            f"unet3d: input_shape is {tuple(input_shape)}; expected 4 sizes (depth, "
+            f"height, width, channels), e.g. (64, 64, 64, 1). Use unet() for 2D images."
+        )
+    return unet(input_shape, num_classes, depth, base_filters, **options)
+
+
+def unet(input_shape, num_classes=2, depth=3, base_filters=8, *, batch_norm=True,
+         padding="same", downsample="pool", name=None):
+    """A U-Net for 2D ``(h, w, c)`` or 3D ``(d, h, w, c)`` inputs.
+
+    Args:
+      input_shape: spatial sizes then channels, without the batch axis.
+      num_classes: channels of the output logits.
+      depth: resolution levels (``depth - 1`` downsamplings); filters double per level
+        starting at ``base_filters``.
+      batch_norm: batch norm after every 3x3 convolution (which then has no bias).
+      padding: ``"same"`` (output size = input size) or ``"valid"`` (the original
+        U-Net: every convolution shrinks its input, skips are center-cropped).
+      downsample: ``"pool"`` (2x max pooling) or ``"conv"`` (stride-2 3x3 convolution).
+
+    Raises:
+      ValueError: a bad option, or spatial sizes that do not survive the downsamplings
+        (the message gives the sizes that do).
+    """
+    input_shape = tuple(input_shape)
+    ndim = len(input_shape) - 1
+    if ndim not in _LAYERS:
+        raise ValueError(
+            f"unet: input_shape is {input_shape}; expected (height, width, channels) or "
+            f"(depth, height, width, channels)."
+        )
+    _check_options(depth, base_filters, padding, downsample)
+    for axis, size in enumerate(input_shape[:-1]):
+        if output_size(size, depth, padding, downsample) is None:
+            raise ValueError(
+                f"unet: spatial size {size} (axis {axis}) does not halve cleanly "
+                f"{depth - 1} time(s) with padding={padding!r}, downsample={downsample!r}. "
+                f"Fix: use a size such as {_valid_size(size, depth, padding, downsample)}."
+            )
+    conv, conv_transpose, pool, crop = _LAYERS[ndim]
+
+    def block(x, filters, prefix):
+        for i in (1, 2):
+            x = conv(filters, 3, padding=padding, use_bias=not batch_norm, name=f"{prefix}_conv{i}")(x)
+            if batch_norm:
+                x = keras.layers.BatchNormalization(name=f"{prefix}_bn{i}")(x)
+            x = keras.layers.ReLU(name=f"{prefix}_relu{i}")(x)
+        return x
+
+    inputs = keras.Input(input_shape, name="image")
+    x, skips = inputs, []
+    for level in range(depth - 1):
+        x = block(x, base_filters * 2**level, f"down{level}")
+        skips.append(x)
+        if downsample == "pool":
+            x = pool(2, name=f"down{level}_pool")(x)
+        else:
+            x = conv(base_filters * 2**level, 3, strides=2, padding=padding,
+                     name=f"down{level}_stride2")(x)
+    x = block(x, base_filters * 2 ** (depth - 1), "bottom")
+    for level in reversed(range(depth - 1)):
+        x = conv_transpose(base_filters * 2**level, 2, strides=2, name=f"up{level}_transpose")(x)
+        skip = skips[level]
+        margins = [s - u for s, u in zip(skip.shape[1:-1], x.shape[1:-1])]
+        if any(margins):
+            skip = crop([(m // 2, m - m // 2) for m in margins], name=f"up{level}_crop")(skip)
+        x = keras.layers.Concatenate(name=f"up{level}_concat")([x, skip])
+        x = block(x, base_filters * 2**level, f"up{level}")
+    logits = conv(num_classes, 1, name="logits")(x)
+    return keras.Model(inputs, logits, name=name or f"unet{ndim}d")
+
+
+def _check_options(depth, base_filters, padding, downsample):
+    for arg, value in (("depth", depth), ("base_filters", base_filters)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"unet: {arg} is {value!r}; expected a positive int.")
+    if padding not in ("same", "valid"):
+        raise ValueError(f"unet: padding is {padding!r}; expected 'same' or 'valid'.")
+    if downsample not in ("pool", "conv"):
+        raise ValueError(f"unet: downsample is {downsample!r}; expected 'pool' or 'conv'.")
+
+
+def output_size(size, depth, padding="same", downsample="pool"):
+    """Output spatial size of the U-Net for input ``size``, or None if it does not fit.
+
+    >>> output_size(64, 3), output_size(44, 3, "valid"), output_size(45, 3, "valid")
+    (64, 4, None)
+    """
+    shrink = 4 if padding == "valid" else 0  # two 3x3 convolutions per block
+    for _ in range(depth - 1):
+        size -= shrink
+        if downsample == "pool" or padding == "same":
+            if size < 2 or size % 2:
+                return None
+            size //= 2
+        else:  # stride-2 valid 3x3 convolution
+            if size < 3 or (size - 3) % 2:
+                return None
+            size = (size - 3) // 2 + 1
+    size -= shrink
+    for _ in range(depth - 1):
+        size = 2 * size - shrink
+    return size if size > 0 else None
+
+
+def _valid_size(size, depth, padding, downsample):
+    for delta in range(1, 4 * 2**depth + 8):
+        for candidate in (size + delta, size - delta):
+            if candidate > 0 and output_size(candidate, depth, padding, downsample):
+                return candidate
+    return None
