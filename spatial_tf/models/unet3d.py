@@ -43,7 +43,8 @@ def unet(input_shape, num_classes=2, depth=3, base_filters=8, *, batch_norm=True
       num_classes: channels of the output logits.
       depth: resolution levels (``depth - 1`` downsamplings); filters double per level
         starting at ``base_filters``.
-      batch_norm: batch norm after every 3x3 convolution (which then has no bias).
+      batch_norm: batch norm after every 3x3 convolution; convolutions feeding batch norm
+        (and the transposed ones, whose bias batch norm would cancel) then have no bias.
       padding: ``"same"`` (output size = input size) or ``"valid"`` (the original
         U-Net: every convolution shrinks its input, skips are center-cropped).
       downsample: ``"pool"`` (2x max pooling) or ``"conv"`` (stride-2 3x3 convolution).
@@ -89,7 +90,8 @@ def unet(input_shape, num_classes=2, depth=3, base_filters=8, *, batch_norm=True
                      name=f"down{level}_stride2")(x)
     x = block(x, base_filters * 2 ** (depth - 1), "bottom")
     for level in reversed(range(depth - 1)):
-        x = conv_transpose(base_filters * 2**level, 2, strides=2, name=f"up{level}_transpose")(x)
+        x = conv_transpose(base_filters * 2**level, 2, strides=2, use_bias=not batch_norm,
+                           name=f"up{level}_transpose")(x)
         skip = skips[level]
         margins = [s - u for s, u in zip(skip.shape[1:-1], x.shape[1:-1])]
         if any(margins):
