@@ -136,8 +136,7 @@ def output_size(size, depth, padding="same", downsample="pool"):
 
 
 def _valid_size(size, depth, padding, downsample):
-    for delta in range(1, 4 * 2**depth + 8):
-        for candidate in (size + delta, size - delta):
-            if candidate > 0 and output_size(candidate, depth, padding, downsample):
-                return candidate
-    return None
+    """The nearest sizes below and above ``size`` that fit, e.g. ``'16 or 20'``."""
+    below = next((c for c in range(size - 1, 0, -1) if output_size(c, depth, padding, downsample)), None)
+    above = next(c for c in range(size + 1, size + 8 * 2**depth) if output_size(c, depth, padding, downsample))
+    return f"{below} or {above}" if below else str(above)

@@ -64,3 +64,13 @@ def test_bad_device_count_in_environment(monkeypatch):
     monkeypatch.setenv("SPATIAL_TF_CPU_DEVICES", "many")
     with pytest.raises(ValueError, match="SPATIAL_TF_CPU_DEVICES='many'; expected a positive int"):
         _xla._default_count()
+
+
+def test_importing_the_emulator_does_not_import_jax(tmp_path):
+    script = "import sys, spatial_tf.emulator; print('jax' in sys.modules)"
+    root = os.path.dirname(os.path.dirname(spatial_tf.__file__))
+    env = {"PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         cwd=str(tmp_path), check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"

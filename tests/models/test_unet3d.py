@@ -1,0 +1,57 @@
+"""The reference U-Net: shapes, padding and downsampling variants, option checks."""
+import keras
+import numpy as np
+import pytest
+
+from spatial_tf.models import output_size, unet, unet3d
+
+
+@pytest.mark.parametrize(
+    "input_shape, options, out",
+    [
+        ((64, 64, 64, 1), dict(), (64, 64, 64, 2)),
+        ((24, 24, 24, 1), dict(padding="valid", depth=2), (8, 8, 8, 2)),
+        ((16, 32, 3), dict(downsample="conv"), (16, 32, 2)),
+        ((21, 21, 3), dict(padding="valid", downsample="conv", depth=2), (4, 4, 2)),
+        ((44, 44, 1), dict(padding="valid", depth=3), (4, 4, 2)),
+    ],
+)
+def test_output_shapes(input_shape, options, out):
+    model = unet(input_shape, **options)
+    assert model.output_shape == (None,) + out
+    assert output_size(input_shape[0], options.get("depth", 3), options.get("padding", "same"),
+                       options.get("downsample", "pool")) == out[0]
+
+
+def test_structure_has_every_ingredient():
+    model = unet3d((44, 44, 44, 1), depth=3, base_filters=2, padding="valid")
+    kinds = {type(layer).__name__ for layer in model.layers}
+    assert {"Conv3D", "Conv3DTranspose", "MaxPooling3D", "BatchNormalization", "Concatenate", "Cropping3D"} <= kinds
+    convs = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv3D) and layer.name != "logits"]
+    assert all(not layer.use_bias for layer in convs)  # batch norm follows each
+
+
+def test_forward_and_filters():
+    model = unet3d((16, 16, 16, 1), num_classes=3, depth=3, base_filters=4, batch_norm=False)
+    assert model.get_layer("bottom_conv1").filters == 16 and model.get_layer("up0_conv2").filters == 4
+    y = model(np.ones((1, 16, 16, 16, 1), "float32"), training=True)
+    assert y.shape == (1, 16, 16, 16, 3)
+    assert not any(isinstance(layer, keras.layers.BatchNormalization) for layer in model.layers)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: unet3d((64, 64, 1)), r"unet3d: input_shape is \(64, 64, 1\); expected 4 sizes"),
+        (lambda: unet((8,)), "expected \\(height, width, channels\\)"),
+        (lambda: unet((16, 16, 1), depth=0), "depth is 0; expected a positive int"),
+        (lambda: unet((16, 16, 1), base_filters=2.5), "base_filters is 2.5"),
+        (lambda: unet((16, 16, 1), padding="causal"), "padding is 'causal'; expected 'same' or 'valid'"),
+        (lambda: unet((16, 16, 1), downsample="stride"), "downsample is 'stride'"),
+        (lambda: unet((18, 16, 1), depth=3), r"spatial size 18 \(axis 0\) does not halve cleanly 2 time\(s\).*Fix: use a size such as 16 or 20"),
+        (lambda: unet((20, 20, 1), depth=3, padding="valid"), r"spatial size 20.*such as \d+"),
+    ],
+)
+def test_bad_options(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
