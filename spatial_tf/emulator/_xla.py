@@ -174,10 +174,7 @@ def compile_module(hlo_module_proto, num_partitions, num_replicas=1, compiler_op
     build.allow_spmd_sharding_propagation_to_parameters = [True]
     build.allow_spmd_sharding_propagation_to_output = [True]
     if compiler_options:
-        options.env_option_overrides = [
-            (k, str(v).lower() if isinstance(v, bool) else str(v))
-            for k, v in compiler_options.items()
-        ]
+        options.env_option_overrides = list(compiler_options.items())  # typed values
     backend = j.jax.extend.backend.get_backend("cpu")
     executable = backend.compile_and_load(module, devices, options)
     return Compiled(executable, devices)
