@@ -35,7 +35,7 @@ from spatial_tf.annotate import annotate_tensor
 from spatial_tf.emulator import _xla, datasets, replicas
 from spatial_tf.emulator.executable import Program
 from spatial_tf.emulator.trace import CallSignature, trace
-from spatial_tf.spec import Replicate, Tile, check_num_cores_per_replica, validate
+from spatial_tf.spec import Replicate, check_num_cores_per_replica, validate
 
 __all__ = ["Emulator"]
 
@@ -98,6 +98,11 @@ class Emulator:
         if num_replicas < 1:
             raise ValueError(f"num_replicas is {num_replicas}; expected a positive int.")
         self.num_replicas = int(num_replicas)
+        if compiler_options is not None and not isinstance(compiler_options, dict):
+            raise TypeError(
+                f"compiler_options is {type(compiler_options).__name__}; expected a dict of "
+                f"XLA options by name, e.g. {{'xla_cpu_enable_fast_math': True}}."
+            )
         self.compiler_options = dict(compiler_options or {})
         self.devices = _xla.cpu_devices(self.num_devices)
         self._steps = {}

@@ -271,12 +271,14 @@ def _result_shapes(module):
 def trace(fn, args=(), kwargs=None, *, signature=None):
     """Trace ``fn(*args, **kwargs)`` with XLA and return a ``Traced``.
 
-    Works eagerly and while an outer ``tf.function`` is being traced (the step is traced
-    on its own, outside that graph). Shapes must be fully known. ``signature`` (a
-    ``CallSignature`` of the same call) saves splitting the arguments again.
+    Works eagerly and while an outer ``tf.function`` is being traced; the step becomes a
+    function of its own, so it may capture variables and eager tensors but not tensors of
+    the outer graph. Shapes must be fully known. ``signature`` (a ``CallSignature`` of the
+    same call) saves splitting the arguments again.
 
     Raises:
       ValueError: a tensor argument has an unknown size.
+      TypeError: the step captures an outer-graph tensor or a non-variable resource.
       CompileError: an op cannot be compiled by XLA (no kernel, data-dependent shape).
     """
     signature = signature or CallSignature(args, kwargs)

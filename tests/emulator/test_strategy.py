@@ -257,6 +257,8 @@ def test_constructor_arguments_are_checked():
         Emulator(2, num_replicas="2")
     with pytest.raises(ValueError, match="num_replicas is 0"):
         Emulator(2, num_replicas=0)
+    with pytest.raises(TypeError, match="compiler_options is list; expected a dict"):
+        Emulator(2, compiler_options=[("xla_cpu_enable_fast_math", True)])
     with pytest.raises(RuntimeError, match=r"needs 512 virtual CPU devices.*SPATIAL_TF_CPU_DEVICES=512"):
         Emulator(128, num_replicas=4)
     assert repr(Emulator(4, 2)) == "Emulator(num_cores_per_replica=4, num_replicas=2)"
