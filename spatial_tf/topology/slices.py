@@ -90,6 +90,7 @@ SLICES = {
         _slice("v3-32", (4, 4, 1), 2),
         _slice("v3-64", (4, 8, 1), 2),
         _slice("v3-128", (8, 8, 1), 2),
+        _slice("v3-256", (8, 16, 1), 2),
         # v4 / v5p: 3D chip mesh, megacore (1 device per chip), 4 chips per host.
         _slice("v4-8", (2, 2, 1), 1),
         _slice("v4-16", (2, 2, 2), 1),
