@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from spatial_tf.topology.shapes import max_replicas, rank_shapes, valid_core_counts
 
-__all__ = ["Choice", "choose", "device_assignment", "slice_label"]
+__all__ = ["Choice", "choose", "device_assignment", "slice_label", "check_exactly_one"]
 
 log = logging.getLogger("spatial_tf")
 
@@ -88,13 +88,7 @@ def choose(
             f"or the value tf.tpu.experimental.initialize_tpu_system returns."
         )
     label = slice_label(topology)
-    if (computation_shape is None) == (num_cores_per_replica is None):
-        given = "both" if computation_shape is not None else "neither"
-        raise ValueError(
-            f"{label}: got {given} of computation_shape= and num_cores_per_replica=; "
-            f"pass exactly one. Fix: e.g. num_cores_per_replica=8 (the shape is chosen "
-            f"from the slice) or computation_shape=[2, 2, 1, 2]."
-        )
+    check_exactly_one(computation_shape, num_cores_per_replica, label)
     mesh = [int(m) for m in topology.mesh_shape]
     stride = _check_vector(computation_stride, "computation_stride", label, mesh, default=1)
     if computation_shape is not None:
@@ -141,6 +135,17 @@ def device_assignment(
 
 
 # ---------------------------------------------------------------- argument checks
+
+
+def check_exactly_one(computation_shape, num_cores_per_replica, label):
+    """Raise unless exactly one of the two ways to size a replica is given."""
+    if (computation_shape is None) == (num_cores_per_replica is None):
+        given = "both" if computation_shape is not None else "neither"
+        raise ValueError(
+            f"{label}: got {given} of computation_shape= and num_cores_per_replica=; "
+            f"pass exactly one. Fix: e.g. num_cores_per_replica=8 (the shape is chosen "
+            f"from the slice) or computation_shape=[2, 2, 1, 2]."
+        )
 
 
 def _check_vector(value, name, label, mesh, default=None):
