@@ -12,6 +12,8 @@ Nothing here needs a TPU: a ``tf.tpu.experimental.Topology`` (synthetic or retur
 4
 """
 from spatial_tf.topology.assignment import Choice, choose, device_assignment, slice_label
+from spatial_tf.topology.hosts import HostFeed, batch_hints, host_feeds, input_contexts
+from spatial_tf.topology.placement import describe
 from spatial_tf.topology.slices import SLICES, SliceShape, SyntheticTopology, synthetic
 
 __all__ = [
@@ -23,4 +25,9 @@ __all__ = [
     "Choice",
     "device_assignment",
     "slice_label",
+    "describe",
+    "host_feeds",
+    "HostFeed",
+    "input_contexts",
+    "batch_hints",
 ]

@@ -72,8 +72,9 @@ def batch_hints(device_assignment, global_batch_size=None):
     lines = [f"global batch must be a multiple of {replicas} (num_replicas_in_sync)."]
     per_host = sorted({len(f.replicas) for f in feeds})
     lines.append(
-        f"{len(feeds)} input pipeline(s) (one per host feeding replicas): each builds "
-        f"global_batch / {replicas} x {_or(per_host)} replica(s) of its own."
+        f"{len(feeds)} input pipeline(s), one per host that feeds replicas, each feeding "
+        f"{_or(per_host)} replica(s): per-host batch = global_batch / {replicas} x "
+        f"{_or(per_host)}."
     )
     idle = all_tasks - len(feeds)
     if idle:
@@ -97,7 +98,7 @@ def _check_global_batch(global_batch_size, replicas, feeds):
     sizes = sorted({per_replica * len(f.replicas) for f in feeds})
     return (
         f"global batch {global_batch_size}: {per_replica} per replica, "
-        f"{_or(sizes)} per input pipeline."
+        f"{_or(sizes)} per host."
     )
 
 

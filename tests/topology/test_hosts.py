@@ -54,9 +54,12 @@ def test_input_contexts_shard_a_dataset_across_pipelines():
 def test_batch_hints_for_a_pod_slice():
     lines = batch_hints(_da("v3-32", 16), global_batch_size=6)
     assert lines[0] == "global batch must be a multiple of 2 (num_replicas_in_sync)."
-    assert lines[1].startswith("2 input pipeline(s) (one per host feeding replicas)")
+    assert lines[1] == (
+        "2 input pipeline(s), one per host that feeds replicas, each feeding 1 replica(s): "
+        "per-host batch = global_batch / 2 x 1."
+    )
     assert lines[2].startswith("2 of 4 hosts run no input pipeline")
-    assert lines[3] == "global batch 6: 3 per replica, 3 per input pipeline."
+    assert lines[3] == "global batch 6: 3 per replica, 3 per host."
 
 
 def test_batch_hints_flag_a_global_batch_that_does_not_divide():
