@@ -75,7 +75,7 @@ def test_v3_8_matches_tpu_estimator_table(n):
     )
 
 
-@pytest.mark.parametrize("name, n", [("v3-32", 16), ("v3-128", 64)])
+@pytest.mark.parametrize("name, n", [("v3-32", 16), ("v3-128", 64), ("v3-256", 64)])
 def test_where_the_table_differs_on_v3_pods_it_is_an_equally_compact_tie(name, n):
     topology = synthetic(name)
     ours = choose(topology, num_cores_per_replica=n)
@@ -86,7 +86,7 @@ def test_where_the_table_differs_on_v3_pods_it_is_an_equally_compact_tie(name, n
     assert ours.num_replicas == table.num_replicas
 
 
-@pytest.mark.parametrize("name", ["v3-32", "v3-128"])
+@pytest.mark.parametrize("name", ["v3-32", "v3-128", "v3-256"])
 def test_v3_pod_slices_match_the_table_for_other_counts(name):
     topology = synthetic(name)
     for n in valid_core_counts(topology):
