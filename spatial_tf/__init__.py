@@ -7,38 +7,51 @@ Describe how each input tensor is split over the cores of a replica, apply it in
 >>> batch = {"image": tf.zeros([2, 64, 64, 3]), "label": tf.zeros([2])}
 >>> spatial_tf.validate({"image": [1, 4, 1, 1], "label": None}, batch, 4)
 {'image': Tile(1, 4, 1, 1), 'label': Replicate()}
+
+Names are imported on first use, so ``import spatial_tf`` is cheap and TensorFlow's
+logging can be configured before TensorFlow loads.
 """
+import importlib
 
 __version__ = "0.1.0"
 
-try:
-    import tensorflow as _tf  # noqa: F401
-except ImportError as _e:  # pragma: no cover - exercised only without TensorFlow
-    raise ImportError(
-        "spatial_tf needs TensorFlow (2.16 to 2.21), which is not installed. Fix: "
-        "pip install 'spatial-tf[cpu]' on a CPU machine, 'spatial-tf[gpu]' with CUDA; "
-        "on a Cloud TPU VM keep its tensorflow-tpu build and install 'spatial-tf[tpu]'."
-    ) from _e
+# public name -> module that defines it
+_EXPORTS = {
+    "Tile": "spatial_tf.spec",
+    "PartialTile": "spatial_tf.spec",
+    "Replicate": "spatial_tf.spec",
+    "Assign": "spatial_tf.spec",
+    "validate": "spatial_tf.spec",
+    "flatten_with_paths": "spatial_tf.spec",
+    "split": "spatial_tf.annotate",
+    "annotate_tensor": "spatial_tf.annotate",
+    "summary": "spatial_tf.summarize",
+    "virtual_cpus": "spatial_tf.devices",
+}
 
-from spatial_tf.annotate import annotate_tensor, split
-from spatial_tf.spec import (
-    Assign,
-    PartialTile,
-    Replicate,
-    Tile,
-    flatten_with_paths,
-    validate,
-)
-from spatial_tf.summary import summary
+__all__ = sorted(_EXPORTS)
 
-__all__ = [
-    "Tile",
-    "PartialTile",
-    "Replicate",
-    "Assign",
-    "validate",
-    "split",
-    "annotate_tensor",
-    "summary",
-    "flatten_with_paths",
-]
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spatial_tf' has no attribute {name!r}")
+    _require_tensorflow()
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+def _require_tensorflow():
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            "spatial_tf needs TensorFlow (2.16 to 2.21), which is not installed. Fix: "
+            "pip install 'spatial-tf[cpu]' on a CPU machine, 'spatial-tf[gpu]' with CUDA; "
+            "on a Cloud TPU VM keep its tensorflow-tpu build and install 'spatial-tf[tpu]'."
+        ) from e

@@ -53,6 +53,7 @@ def leaf_sharding(leaf, num_cores):
     raise TypeError(f"{leaf!r} ({type(leaf).__name__}) is not a spatial_tf spec leaf")
 
 
+@tf.autograph.experimental.do_not_convert
 def annotate_tensor(tensor, leaf, num_cores):
     """Attach ``leaf``'s XLA sharding to ``tensor`` through an identity ``XlaSharding`` op.
 
@@ -68,12 +69,13 @@ def annotate_tensor(tensor, leaf, num_cores):
     return sharding.apply_to_tensor(tensor, use_sharding_op=True)
 
 
+@tf.autograph.experimental.do_not_convert
 def split(inputs, spec, strategy=None, *, num_cores_per_replica=None):
     """Return ``inputs`` annotated per ``spec``, in the same nested structure.
 
     Args:
       inputs: a tensor or a dict/list/tuple/namedtuple of tensors.
-      spec: a spec tree mirroring ``inputs`` (see ``spatial_tf.spec.validate``);
+      spec: a spec tree mirroring ``inputs`` (see ``spatial_tf.spec.validation``);
         TPUEstimator's ``input_partition_dims`` forms are accepted as they are.
       strategy: a ``TPUStrategy`` or ``spatial_tf.Emulator``; by default the active
         emulator, else the strategy in scope.

@@ -7,23 +7,15 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pytest
-import tensorflow as tf
+import pytest  # noqa: E402
+
+from spatial_tf.devices import virtual_cpus as _virtual_cpus  # noqa: E402
 
 NUM_VIRTUAL_CPUS = 8
-
-
-def _configure_virtual_cpus(n):
-    cpus = tf.config.list_physical_devices("CPU")
-    tf.config.set_logical_device_configuration(
-        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
-    )
-
-
-_configure_virtual_cpus(NUM_VIRTUAL_CPUS)
+_DEVICES = _virtual_cpus(NUM_VIRTUAL_CPUS)
 
 
 @pytest.fixture(scope="session")
 def virtual_cpus():
-    """The names of the virtual CPU devices, e.g. ['/device:CPU:0', ...]."""
-    return [d.name for d in tf.config.list_logical_devices("CPU")]
+    """The names of the virtual CPU devices, e.g. ['/job:localhost/.../device:CPU:0', ...]."""
+    return list(_DEVICES)

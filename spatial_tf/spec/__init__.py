@@ -7,7 +7,7 @@
 """
 from spatial_tf.spec.leaves import LEAF_TYPES, Assign, PartialTile, Replicate, Tile
 from spatial_tf.spec.paths import flatten_with_paths
-from spatial_tf.spec.validate import (
+from spatial_tf.spec.validation import (
     VALID_CORES_PER_REPLICA,
     check_num_cores_per_replica,
     validate,

@@ -16,7 +16,7 @@ Assign(0)
 (2, 32, 16, 3)
 
 Leaves are not tuples, so ``tf.nest`` keeps each one whole. Parsing user forms (lists of
-ints, ``None``) and checking them against tensors lives in ``spatial_tf.spec.validate``.
+ints, ``None``) and checking them against tensors lives in ``spatial_tf.spec.validation``.
 """
 import math
 import numbers

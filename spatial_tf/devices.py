@@ -1,0 +1,40 @@
+"""Virtual CPU devices for TensorFlow, for running multi-device code on one machine.
+
+TensorFlow fixes its device list when it first initializes, so call this before any
+tensor is created.
+
+>>> names = virtual_cpus(8)
+>>> len(names) >= 8
+True
+"""
+import tensorflow as tf
+
+__all__ = ["virtual_cpus"]
+
+
+def virtual_cpus(n):
+    """Split the host CPU into ``n`` logical TF devices; return their names.
+
+    Calling it again with the same (or a smaller) ``n`` returns the existing devices.
+
+    Raises:
+      RuntimeError: TensorFlow was already initialized with fewer CPU devices.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"virtual_cpus: n is {n!r}; expected a positive int, e.g. 8.")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    existing = tf.config.get_logical_device_configuration(cpu)
+    if existing is None or len(existing) < n:
+        try:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
+            )
+        except RuntimeError as e:
+            have = len(tf.config.list_logical_devices("CPU"))
+            raise RuntimeError(
+                f"virtual_cpus({n}): TensorFlow is already initialized with {have} CPU "
+                f"device(s) and cannot be split further in this process. Fix: call "
+                f"spatial_tf.virtual_cpus({n}) at the start of the program, before any "
+                f"tensor is created."
+            ) from e
+    return [d.name for d in tf.config.list_logical_devices("CPU")][: max(n, 1)]

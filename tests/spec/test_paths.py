@@ -1,0 +1,32 @@
+import collections
+
+import pytest
+import tensorflow as tf
+
+from spatial_tf.spec import Replicate, flatten_with_paths
+
+Pair = collections.namedtuple("Pair", "image mask")
+
+
+def test_features_labels_naming_and_tf_nest_order():
+    inputs = ({"b": 1, "a": 2}, [3, Pair(4, 5)])
+    got = flatten_with_paths(inputs)
+    assert [p for p, _ in got] == [
+        "features['a']",
+        "features['b']",
+        "labels[0]",
+        "labels[1].image",
+        "labels[1].mask",
+    ]
+    assert [v for _, v in got] == tf.nest.flatten(inputs)
+
+
+def test_single_leaf_and_other_roots():
+    assert flatten_with_paths(Replicate()) == [("inputs", Replicate())]
+    assert [p for p, _ in flatten_with_paths((1, 2, 3))] == ["inputs[0]", "inputs[1]", "inputs[2]"]
+    assert [p for p, _ in flatten_with_paths([1, 2], root="batch")] == ["batch[0]", "batch[1]"]
+
+
+def test_unsortable_keys_are_a_clear_error():
+    with pytest.raises(TypeError, match=r"inputs\[0\]: dict keys .* cannot be sorted"):
+        flatten_with_paths([{1: "a", "b": 2}])
