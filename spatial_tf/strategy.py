@@ -22,7 +22,12 @@ import warnings
 
 import tensorflow as tf
 
-from spatial_tf.topology.assignment import check_exactly_one, choose, slice_label
+from spatial_tf.topology.assignment import (
+    check_exactly_one,
+    check_vector,
+    choose,
+    slice_label,
+)
 
 __all__ = ["tpu_strategy", "auto", "TPUUnavailableError", "DEFAULT_TIMEOUT_S"]
 
@@ -176,6 +181,8 @@ def auto(
     and its reason are logged on the ``spatial_tf`` logger.
     """
     check_exactly_one(computation_shape, num_cores_per_replica, "auto")
+    if computation_shape is not None:
+        computation_shape = check_vector(computation_shape, "computation_shape", "auto")
     try:
         strategy = tpu_strategy(
             tpu,

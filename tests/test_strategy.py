@@ -292,3 +292,9 @@ def test_auto_falls_back_when_a_local_tpu_fails_to_initialize(monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"Could not use TPU 'local': NotFoundError"):
         strategy = auto("local", num_cores_per_replica=2)
     assert strategy is tf.distribute.get_strategy()
+
+
+def test_auto_checks_the_shape_even_without_a_tpu(no_tpu_here):
+    with pytest.raises(ValueError, match=r"^auto: computation_shape=\[2, 2, 2\] must have 4 "
+                       r"positive entries .*TPUEstimator's 3-entry form"):
+        auto(computation_shape=[2, 2, 2])

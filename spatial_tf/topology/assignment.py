@@ -23,7 +23,14 @@ import tensorflow as tf
 
 from spatial_tf.topology.shapes import max_replicas, rank_shapes, valid_core_counts
 
-__all__ = ["Choice", "choose", "device_assignment", "slice_label", "check_exactly_one"]
+__all__ = [
+    "Choice",
+    "choose",
+    "device_assignment",
+    "slice_label",
+    "check_exactly_one",
+    "check_vector",
+]
 
 log = logging.getLogger("spatial_tf")
 
@@ -90,9 +97,9 @@ def choose(
     label = slice_label(topology)
     check_exactly_one(computation_shape, num_cores_per_replica, label)
     mesh = [int(m) for m in topology.mesh_shape]
-    stride = _check_vector(computation_stride, "computation_stride", label, mesh, default=1)
+    stride = check_vector(computation_stride, "computation_stride", label, mesh, default=1)
     if computation_shape is not None:
-        shape = _check_vector(computation_shape, "computation_shape", label, mesh)
+        shape = check_vector(computation_shape, "computation_shape", label, mesh)
         ranked = _check_given_shape(topology, label, shape, stride)
     else:
         n = _check_core_count(topology, label, num_cores_per_replica, stride)
@@ -148,7 +155,8 @@ def check_exactly_one(computation_shape, num_cores_per_replica, label):
         )
 
 
-def _check_vector(value, name, label, mesh, default=None):
+def check_vector(value, name, label, mesh=None, default=None):
+    """``value`` as a tuple of 4 positive ints ``[x, y, z, cores_per_chip]``, or raise."""
     if value is None and default is not None:
         return (default,) * 4
     items = list(value) if isinstance(value, (list, tuple, np.ndarray)) else None
@@ -160,13 +168,14 @@ def _check_vector(value, name, label, mesh, default=None):
             f"[x, y, z, cores_per_chip], e.g. {name}=[2, 2, 1, 2]."
         )
     if len(items) != 4 or any(v < 1 for v in items):
+        axes = f" of mesh_shape {mesh}" if mesh is not None else " of the TPU mesh"
         hint = (
             " TPUEstimator's 3-entry form [x, y, cores] is [x, y, 1, cores] here."
             if len(items) == 3 else ""
         )
         raise ValueError(
             f"{label}: {name}={items} must have 4 positive entries [x, y, z, "
-            f"cores_per_chip], one per axis of mesh_shape {mesh}.{hint}"
+            f"cores_per_chip], one per axis{axes}.{hint}"
         )
     return tuple(int(v) for v in items)
 

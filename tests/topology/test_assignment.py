@@ -273,3 +273,14 @@ def test_topology_must_be_a_topology():
     with pytest.raises(TypeError, match=r"topology is 'v3-8' \(str\); expected a "
                        r"tf\.tpu\.experimental\.Topology"):
         choose("v3-8", num_cores_per_replica=8)
+
+
+def test_table_assumes_x_is_the_long_side_and_the_chooser_reads_the_mesh():
+    # v3-64 is a "4x8" slice: mesh [4, 8, 1, 2]. The table's 64-core [8, 4, 1, 2] is the
+    # transposed block and does not fit; the chooser takes the mesh as it comes.
+    topology = synthetic("v3-64")
+    with pytest.raises(ValueError, match="does not fit in TPU topology shape"):
+        tf.tpu.experimental.DeviceAssignment.build(
+            topology, computation_shape=_as_4d(TPU_ESTIMATOR[64]), num_replicas=1
+        )
+    assert choose(topology, num_cores_per_replica=64).computation_shape == (4, 8, 1, 2)
