@@ -165,31 +165,21 @@ def test_real_topology_without_a_name_is_labelled_by_its_mesh():
 # ---------------------------------------------------------------- impossible requests
 
 
-def test_too_many_cores():
-    with pytest.raises(
-        ValueError,
-        match=r"^v3-8 has 8 cores; num_cores_per_replica=16 does not fit\. "
-        r"Valid values for v3-8: 1, 2, 4, 8\.$",
-    ):
-        choose(synthetic("v3-8"), num_cores_per_replica=16)
-
-
-def test_not_a_power_of_two():
-    with pytest.raises(
-        ValueError,
-        match=r"^v6e-16: num_cores_per_replica=6 is not a power of two\. "
-        r"Valid values for v6e-16: 1, 2, 4, 8, 16\.$",
-    ):
-        choose(synthetic("v6e-16"), num_cores_per_replica=6)
-
-
-def test_more_than_128():
-    with pytest.raises(
-        ValueError,
-        match=r"^v3-256: num_cores_per_replica=256 is more than 128, the most TPUConfig "
-        r"allows per replica\. Valid values for v3-256: 1, 2, 4, 8, 16, 32, 64, 128\.$",
-    ):
-        choose(synthetic("v3-256"), num_cores_per_replica=256)
+@pytest.mark.parametrize(
+    "name, n, message",
+    [
+        ("v3-8", 16, r"v3-8 has 8 cores; num_cores_per_replica=16 does not fit\. "
+                     r"Valid values for v3-8: 1, 2, 4, 8\."),
+        ("v6e-16", 6, r"v6e-16: num_cores_per_replica=6 is not a power of two\. "
+                      r"Valid values for v6e-16: 1, 2, 4, 8, 16\."),
+        ("v3-256", 256, r"v3-256: num_cores_per_replica=256 is more than 128, the most "
+                        r"TPUConfig allows per replica\. Valid values for v3-256: 1, 2, 4, "
+                        r"8, 16, 32, 64, 128\."),
+    ],
+)
+def test_impossible_core_counts_name_the_slice_and_the_valid_values(name, n, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        choose(synthetic(name), num_cores_per_replica=n)
 
 
 def test_cores_that_do_not_divide_the_slice():
