@@ -170,7 +170,10 @@ def test_no_tpu_anywhere_fails_at_once(no_tpu_here):
 
 @pytest.mark.parametrize(
     "env, expected",
-    [({"TPU_NAME": "my-tpu"}, None), ({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, "grpc://10.0.0.2:8470")],
+    [
+        ({"TPU_NAME": "my-tpu"}, None),
+        ({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, "grpc://10.0.0.2:8470"),
+    ],
 )
 def test_target_from_the_environment(no_tpu_here, monkeypatch, env, expected):
     for key, value in env.items():
@@ -192,7 +195,9 @@ def test_explicit_target_is_used_as_given():
 
 def test_local_tpu_missing_gives_a_clear_error_without_touching_the_runtime():
     # Real TensorFlow on this CPU machine: 'local' has no TPU system to initialize.
-    with pytest.raises(TPUUnavailableError, match=r"^Could not use TPU 'local': NotFoundError") as e:
+    with pytest.raises(
+        TPUUnavailableError, match=r"^Could not use TPU 'local': NotFoundError"
+    ) as e:
         strategy_lib._connect("local", timeout_s=20)
     assert not e.value.runtime_changed
     assert float(tf.reduce_sum(tf.ones([3]))) == 3.0  # TensorFlow still works here

@@ -106,6 +106,9 @@ def choose(
         ranked = rank_shapes(topology, n, stride)
     best, others = ranked[0], ranked[1:]
     limit = max_replicas(topology.mesh_shape, best.shape, stride)
+    if topology.missing_devices.size:  # TensorFlow then fills present cores in task order
+        present = topology.num_tasks * topology.num_tpus_per_task
+        limit = min(limit, present // math.prod(best.shape))
     replicas = _check_replicas(label, num_replicas, limit, best.shape)
     reason = _reason(topology, best, others, replicas, limit, stride, computation_shape)
     choice = Choice(
@@ -207,9 +210,10 @@ def _check_core_count(topology, label, n, stride):
             f"the most TPUConfig allows per replica. {valid}"
         )
     if not rank_shapes(topology, n, stride):
+        mesh = [int(m) for m in topology.mesh_shape]
         raise ValueError(
-            f"{label}: no block of {n} cores tiles mesh_shape "
-            f"{[int(m) for m in topology.mesh_shape]} with computation_stride {list(stride)}. {valid}"
+            f"{label}: no block of {n} cores tiles mesh_shape {mesh} with "
+            f"computation_stride {list(stride)}. {valid}"
         )
     return n
 

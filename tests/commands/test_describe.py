@@ -52,7 +52,8 @@ def test_list_slices(capsys):
         (["--slice", "v3-8", "--cores-per-replica", "16"],
          "error: v3-8 has 8 cores; num_cores_per_replica=16 does not fit. "
          "Valid values for v3-8: 1, 2, 4, 8."),
-        (["--slice", "v9-8", "--cores-per-replica", "1"], "error: synthetic: unknown slice 'v9-8'"),
+        (["--slice", "v9-8", "--cores-per-replica", "1"],
+         "error: synthetic: unknown slice 'v9-8'"),
         (["--slice", "v3-8"], "error: describe needs --slice NAME and one of"),
     ],
 )
@@ -72,7 +73,8 @@ def test_both_sizes_are_refused_by_the_parser(capsys):
 def test_bad_shape_text(capsys):
     with pytest.raises(SystemExit):
         main(["describe", "--slice", "v3-8", "--computation-shape", "2x2x1x2"])
-    assert "expected comma-separated ints such as 2,2,1,2; got '2x2x1x2'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "expected comma-separated ints such as 2,2,1,2; got '2x2x1x2'" in err
 
 
 def test_the_module_entry_point_runs_without_a_tpu():

@@ -239,10 +239,13 @@ def test_tpu_estimator_three_entry_shape_gets_a_hint():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"computation_shape": "2,2,1,2"}, r"computation_shape='2,2,1,2' \(str\); expected 4 ints"),
-        ({"num_cores_per_replica": 8.0}, r"num_cores_per_replica=8\.0 \(float\); expected an int"),
+        ({"computation_shape": "2,2,1,2"},
+         r"computation_shape='2,2,1,2' \(str\); expected 4 ints"),
+        ({"num_cores_per_replica": 8.0},
+         r"num_cores_per_replica=8\.0 \(float\); expected an int"),
         ({"num_cores_per_replica": 8, "num_replicas": "1"}, r"num_replicas='1' \(str\)"),
-        ({"num_cores_per_replica": 8, "computation_stride": [1, 1]}, r"computation_stride=\[1, 1\] must have 4"),
+        ({"num_cores_per_replica": 8, "computation_stride": [1, 1]},
+         r"computation_stride=\[1, 1\] must have 4"),
     ],
 )
 def test_wrong_types_and_lengths(kwargs, match):
@@ -274,3 +277,15 @@ def test_table_assumes_x_is_the_long_side_and_the_chooser_reads_the_mesh():
             topology, computation_shape=_as_4d(TPU_ESTIMATOR[64]), num_replicas=1
         )
     assert choose(topology, num_cores_per_replica=64).computation_shape == (4, 8, 1, 2)
+
+
+def test_degraded_slice_with_missing_cores():
+    # A v3-8 whose last chip is missing: 6 of 8 cores report in.
+    coords = [c for c in synthetic("v3-8").device_coordinates[0].tolist() if c[:2] != [1, 1]]
+    degraded = tf.tpu.experimental.Topology(mesh_shape=[2, 2, 1, 2], device_coordinates=[coords])
+    choice = choose(degraded, num_cores_per_replica=2)
+    assert choice.num_replicas == 3
+    assert "2 missing core(s)" in choice.reason
+    da = choice.device_assignment()
+    used = [tuple(c) for c in da.core_assignment.reshape(-1, 4)]
+    assert len(set(used)) == 6 and set(used) == {tuple(c) for c in coords}

@@ -17,7 +17,9 @@ def _rows(table):
 def test_table_lists_every_replica_and_core_with_its_physical_place():
     da = device_assignment(synthetic("v3-32"), num_cores_per_replica=8)
     title, rows = _rows(describe(da))
-    assert title == "4 replica(s) x 8 logical core(s) on v3-32 (mesh_shape [4, 4, 1, 2]), 4 host(s)"
+    assert title == (
+        "4 replica(s) x 8 logical core(s) on v3-32 (mesh_shape [4, 4, 1, 2]), 4 host(s)"
+    )
     assert len(rows) == 32
     for row in rows:
         replica, core, task, x, y, z, chip_core, ordinal = map(int, row)
