@@ -85,6 +85,11 @@ def _connect(tpu, timeout_s):
     The only code that needs a real TPU. The work runs in a daemon thread so an
     unreachable TPU fails after ``timeout_s`` seconds instead of hanging.
     """
+    expected = f"expected a positive number of seconds, e.g. timeout_s={DEFAULT_TIMEOUT_S:.0f}."
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s={timeout_s!r} ({type(timeout_s).__name__}); {expected}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s={timeout_s!r}; {expected}")
     target = _resolve_target(tpu)
     shown = target if target is not None else os.environ.get("TPU_NAME", "from environment")
     log.info("Connecting to TPU %r (waiting up to %.0f s)...", shown, timeout_s)

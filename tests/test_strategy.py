@@ -303,3 +303,11 @@ def test_auto_checks_the_shape_even_without_a_tpu(no_tpu_here):
     with pytest.raises(ValueError, match=r"^auto: computation_shape=\[2, 2, 2\] must have 4 "
                        r"positive entries .*TPUEstimator's 3-entry form"):
         auto(computation_shape=[2, 2, 2])
+
+
+@pytest.mark.parametrize(
+    "timeout_s, error", [(0, ValueError), (-1, ValueError), ("30", TypeError), (True, TypeError)]
+)
+def test_timeout_must_be_a_positive_number(timeout_s, error):
+    with pytest.raises(error, match=r"timeout_s=.*; expected a positive number of seconds"):
+        strategy_lib._connect("local", timeout_s)
