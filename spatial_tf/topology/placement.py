@@ -56,11 +56,11 @@ def describe(device_assignment, spec=None, inputs=None):
     columns = []
     if spec is not None or inputs is not None:
         if spec is None or inputs is None:
-            missing = "inputs" if inputs is None else "spec"
+            given, missing = ("spec", "inputs") if inputs is None else ("inputs", "spec")
             raise ValueError(
-                f"describe: got {'spec' if missing == 'inputs' else 'inputs'} without "
-                f"{missing}. Pass both (inputs may be tf.TensorSpec's or a dataset's "
-                f"element_spec) to see which tile each core holds, or neither."
+                f"describe: got {given} without {missing}. Pass both (inputs may be "
+                f"tf.TensorSpec's or a dataset's element_spec) to see which tile each "
+                f"core holds, or neither."
             )
         columns = _tensor_columns(spec, inputs, da.num_cores_per_replica)
     rows = []

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-__all__ = ["Ranked", "rank_shapes", "divisors", "valid_core_counts", "block_tasks"]
+__all__ = ["Ranked", "rank_shapes", "valid_core_counts", "block_tasks", "max_replicas"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,24 +39,12 @@ class Ranked:
     span: int  # a + b + c: the longest path through the block is span - 3 hops
     hosts: int  # tasks the block at the mesh origin touches
 
-    @property
-    def chips(self):
-        return self.shape[:3]
-
     def key(self):
         x, y, z, c = self.shape
         return (-c, self.surface, self.span, self.hosts, z, x)
 
-    def describe(self):
-        x, y, z, c = self.shape
-        cores = f"{c} cores of each chip" if c > 1 else "1 core of each chip"
-        return (
-            f"{list(self.shape)}: {x}x{y}x{z} chips x {cores}, surface {self.surface}, "
-            f"at most {self.span - 3} hops apart, on {self.hosts} host(s)"
-        )
 
-
-def divisors(n):
+def _divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
@@ -82,9 +70,9 @@ def rank_shapes(topology, num_cores, stride=(1, 1, 1, 1)):
 
 
 def _factorizations(n, mesh, stride):
-    for x in divisors(n):
-        for y in divisors(n // x):
-            for z in divisors(n // (x * y)):
+    for x in _divisors(n):
+        for y in _divisors(n // x):
+            for z in _divisors(n // (x * y)):
                 shape = (x, y, z, n // (x * y * z))
                 if all(m % (s * st) == 0 for m, s, st in zip(mesh, shape, stride)):
                     yield shape
