@@ -38,7 +38,7 @@ process listing in which process 1 holds chips ``(0..1, 2..3, 0)``. Single-host 
 devices are numbered core fastest, then x, y, z (t5x ``make_devices``; jax issue #20305
 lists v4-8 ids 0..3 at ``(0,0,0), (1,0,0), (0,1,0), (1,1,0)``). Only the ``TPU ordinal``
 column of ``describe`` depends on this last ordering; choosing a computation shape reads
-the mesh only.
+the mesh and which task owns each coordinate.
 """
 import dataclasses
 import itertools
@@ -46,7 +46,7 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["SliceShape", "SLICES", "SyntheticTopology", "synthetic", "slice_names"]
+__all__ = ["SliceShape", "SLICES", "SyntheticTopology", "synthetic"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,11 +115,6 @@ SLICES = {
         _slice("v6e-32", (4, 8, 1), 1),
     ]
 }
-
-
-def slice_names():
-    """The names ``synthetic`` accepts, in table order."""
-    return list(SLICES)
 
 
 class SyntheticTopology(tf.tpu.experimental.Topology):
