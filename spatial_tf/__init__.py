@@ -27,6 +27,10 @@ _EXPORTS = {
     "annotate_tensor": "spatial_tf.annotate",
     "summary": "spatial_tf.summarize",
     "virtual_cpus": "spatial_tf.devices",
+    "tpu_strategy": "spatial_tf.strategy",
+    "auto": "spatial_tf.strategy",
+    "TPUUnavailableError": "spatial_tf.strategy",
+    "describe": "spatial_tf.topology",
 }
 
 __all__ = sorted(_EXPORTS)

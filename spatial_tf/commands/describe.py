@@ -1,0 +1,124 @@
+"""``python -m spatial_tf describe``: plan a TPU slice's device assignment without a TPU.
+
+    python -m spatial_tf describe --slice v3-32 --cores-per-replica 8
+    python -m spatial_tf describe --slice v4-32 --computation-shape 2,2,2,1 --replicas 1
+    python -m spatial_tf describe --list-slices
+"""
+import sys
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "describe",
+        help="show the device assignment chosen for a named TPU slice (no TPU needed)",
+        description=(
+            "Choose a computation shape for a named TPU slice and show where every "
+            "logical core of every replica runs, which host feeds it, and batch-size "
+            "hints. Works from synthetic topologies; no TPU is needed."
+        ),
+    )
+    parser.add_argument("--slice", metavar="NAME", help="accelerator type, e.g. v3-32")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument(
+        "--cores-per-replica", type=int, metavar="N", help="cores per replica (1..128)"
+    )
+    size.add_argument(
+        "--computation-shape", type=_ints, metavar="X,Y,Z,C",
+        help="block of cores per replica, e.g. 2,2,1,2",
+    )
+    parser.add_argument("--replicas", type=int, metavar="N", help="default: all that fit")
+    parser.add_argument(
+        "--computation-stride", type=_ints, metavar="X,Y,Z,C", help="default: 1,1,1,1"
+    )
+    parser.add_argument(
+        "--global-batch", type=int, metavar="N", help="check a global batch size"
+    )
+    parser.add_argument(
+        "--list-slices", action="store_true", help="list the named slices and exit"
+    )
+    parser.set_defaults(func=run)
+
+
+def _ints(text):
+    import argparse
+
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated ints such as 2,2,1,2; got {text!r}"
+        ) from None
+
+
+def run(args):
+    from spatial_tf import topology as topo
+    from spatial_tf.table import format_table
+
+    if args.list_slices:
+        print(format_table(*_slice_rows(topo)))
+        return 0
+    if not args.slice or (args.cores_per_replica is None and args.computation_shape is None):
+        print(
+            "error: describe needs --slice NAME and one of --cores-per-replica N or "
+            "--computation-shape X,Y,Z,C (see --list-slices).",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        topology = topo.synthetic(args.slice)
+        choice = topo.choose(
+            topology,
+            computation_shape=args.computation_shape,
+            num_cores_per_replica=args.cores_per_replica,
+            num_replicas=args.replicas,
+            computation_stride=args.computation_stride,
+        )
+        da = choice.device_assignment()
+        hints = topo.batch_hints(da, args.global_batch)
+    except (TypeError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(_header(topology, choice))
+    print()
+    print(topo.describe(da))
+    print()
+    print("Batch size:")
+    for line in hints:
+        print(f"  - {line}")
+    return 0
+
+
+def _header(topology, choice):
+    s = topology.slice
+    x, y, z = s.chips
+    replicas = (
+        f"{choice.num_replicas} (all that fit)"
+        if choice.num_replicas == choice.max_replicas
+        else f"{choice.num_replicas} of {choice.max_replicas} that fit"
+    )
+    return "\n".join([
+        f"Slice {s.name}: {x}x{y}x{z} chips x {s.cores_per_chip} core(s) per chip = "
+        f"{s.num_cores} cores, mesh_shape {list(s.mesh_shape)}; {s.num_hosts} host(s) x "
+        f"{s.num_cores // s.num_hosts} cores",
+        f"computation_shape: {list(choice.computation_shape)} "
+        f"({choice.num_cores_per_replica} cores per replica)",
+        f"  why: {choice.reason}",
+        f"replicas: {replicas}",
+    ])
+
+
+def _slice_rows(topo):
+    from spatial_tf.topology.shapes import valid_core_counts
+
+    rows = []
+    for name, s in topo.SLICES.items():
+        counts = valid_core_counts(topo.synthetic(name))
+        rows.append([
+            name, s.generation, "x".join(map(str, s.chips)), s.cores_per_chip,
+            s.num_cores, s.num_hosts, f"1 to {counts[-1]}",
+        ])
+    headers = ["slice", "generation", "chips", "cores/chip", "cores", "hosts",
+               "cores per replica (powers of 2)"]
+    return headers, rows

@@ -1,0 +1,246 @@
+"""Get a spatially partitioned ``TPUStrategy`` from a TPU, or a local stand-in without one.
+
+``tpu_strategy`` connects to the TPU, reads its topology, chooses a computation shape
+(``spatial_tf.topology.choose``) and returns ``tf.distribute.TPUStrategy`` with that
+``DeviceAssignment`` and ``experimental_spmd_xla_partitioning=True``. ``auto`` does the
+same on a TPU and otherwise returns the CPU emulator (or, without it, the default
+strategy), so one script runs anywhere.
+
+Everything that needs a real TPU is in ``_connect``; the rest runs (and is tested) on CPU.
+
+>>> import spatial_tf
+>>> strategy = spatial_tf.auto(num_cores_per_replica=1)   # doctest: +SKIP
+"""
+import glob
+import importlib
+import logging
+import math
+import os
+import threading
+import time
+import warnings
+
+import tensorflow as tf
+
+from spatial_tf.topology.assignment import (
+    check_exactly_one,
+    check_vector,
+    choose,
+    slice_label,
+)
+
+__all__ = ["tpu_strategy", "auto", "TPUUnavailableError", "DEFAULT_TIMEOUT_S"]
+
+log = logging.getLogger("spatial_tf")
+
+DEFAULT_TIMEOUT_S = 30.0
+_TPU_ENV = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG")
+_LOCAL_TPU_DEVICES = ("/dev/accel*", "/dev/vfio/[0-9]*")  # v2-v4 / v5e and later TPU VMs
+
+
+class TPUUnavailableError(RuntimeError):
+    """No TPU could be resolved, reached or initialized (within the time allowed).
+
+    ``runtime_changed`` is True when the failure came after connecting this process's
+    TensorFlow runtime to a remote cluster: TensorFlow then keeps sending work to that
+    cluster, so the process cannot fall back to CPU and must be restarted.
+    """
+
+    def __init__(self, message, runtime_changed=False):
+        super().__init__(message)
+        self.runtime_changed = runtime_changed
+
+
+def _resolve_target(tpu):
+    """What to hand ``TPUClusterResolver``: the name given, or one found here, quickly.
+
+    ``None`` / ``""``: ``TPU_NAME`` (or GKE's endpoints variable) when set, Colab's legacy
+    ``COLAB_TPU_ADDR``, ``"local"`` on a TPU VM (TPU device files present); otherwise
+    ``TPUUnavailableError`` at once, without any network wait.
+    """
+    if tpu not in (None, ""):
+        if not isinstance(tpu, str):
+            raise TypeError(
+                f"tpu is {tpu!r} ({type(tpu).__name__}); expected a TPU name, "
+                f"'grpc://host:port', 'local' or None."
+            )
+        return tpu
+    if any(os.environ.get(name) for name in _TPU_ENV):
+        return None  # TPUClusterResolver reads these variables itself
+    if os.environ.get("COLAB_TPU_ADDR"):
+        return "grpc://" + os.environ["COLAB_TPU_ADDR"]
+    if any(glob.glob(pattern) for pattern in _LOCAL_TPU_DEVICES):
+        return "local"
+    raise TPUUnavailableError(
+        "No TPU found: tpu= was not given, TPU_NAME and COLAB_TPU_ADDR are not set and "
+        "this machine has no TPU devices (/dev/accel*, /dev/vfio/N). Fix: on a TPU VM "
+        "pass tpu='local'; for a pod slice or a remote TPU pass its name; in Colab pick a "
+        "TPU runtime; or use spatial_tf.auto(...) to fall back to the CPU emulator."
+    )
+
+
+def _connect(tpu, timeout_s):
+    """Resolve, connect to and initialize the TPU; return ``(resolver, topology)``.
+
+    The only code that needs a real TPU. The work runs in a daemon thread so an
+    unreachable TPU fails after ``timeout_s`` seconds instead of hanging.
+    """
+    expected = f"expected a positive number of seconds, e.g. timeout_s={DEFAULT_TIMEOUT_S:.0f}."
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s={timeout_s!r} ({type(timeout_s).__name__}); {expected}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s={timeout_s!r}; {expected}")
+    target = _resolve_target(tpu)
+    shown = target if target is not None else os.environ.get("TPU_NAME", "from environment")
+    log.info("Connecting to TPU %r (waiting up to %.0f s)...", shown, timeout_s)
+    outcome = {}
+
+    def work():
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=target)
+            outcome["runtime_changed"] = bool(resolver.master())  # '' for a local TPU
+            tf.config.experimental_connect_to_cluster(resolver)
+            outcome["value"] = (resolver, tf.tpu.experimental.initialize_tpu_system(resolver))
+        except Exception as e:  # reported to the caller below
+            outcome["error"] = e
+
+    start = time.monotonic()
+    thread = threading.Thread(target=work, name="spatial_tf-tpu-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    changed = outcome.get("runtime_changed", False)
+    if thread.is_alive():
+        raise TPUUnavailableError(
+            f"No answer from TPU {shown!r} within {timeout_s:.0f} s (resolve, connect, "
+            f"initialize); the attempt continues in the background. Fix: check that the "
+            f"TPU is running and reachable from this machine, or pass a larger timeout_s= "
+            f"for a big pod slice.",
+            runtime_changed=changed,
+        )
+    if "error" in outcome:
+        e = outcome["error"]
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TPUUnavailableError(
+            f"Could not use TPU {shown!r}: {type(e).__name__}: {first_line}. Fix: check "
+            f"the TPU name and that this machine runs a TPU build of TensorFlow "
+            f"(tensorflow-tpu on TPU VMs).",
+            runtime_changed=changed,
+        ) from e
+    log.info("TPU %r ready after %.1f s.", shown, time.monotonic() - start)
+    return outcome["value"]
+
+
+def tpu_strategy(
+    tpu=None,
+    *,
+    computation_shape=None,
+    num_cores_per_replica=None,
+    num_replicas=None,
+    computation_stride=None,
+    timeout_s=DEFAULT_TIMEOUT_S,
+):
+    """Connect to the TPU and return a spatially partitioned ``tf.distribute.TPUStrategy``.
+
+    ``tpu``: a TPU name, ``'grpc://host:port'``, ``'local'`` (TPU VM) or None to find
+    one (``TPU_NAME``, Colab, a local TPU). Give exactly one of ``computation_shape`` and
+    ``num_cores_per_replica``; ``num_replicas`` defaults to all that fit. Raises
+    ``TPUUnavailableError`` within about ``timeout_s`` seconds when no TPU answers.
+    """
+    check_exactly_one(computation_shape, num_cores_per_replica, "tpu_strategy")
+    resolver, topology = _connect(tpu, timeout_s)
+    choice = choose(
+        topology,
+        computation_shape=computation_shape,
+        num_cores_per_replica=num_cores_per_replica,
+        num_replicas=num_replicas,
+        computation_stride=computation_stride,
+    )
+    strategy = tf.distribute.TPUStrategy(
+        resolver,
+        experimental_device_assignment=choice.device_assignment(),
+        experimental_spmd_xla_partitioning=True,
+    )
+    log.info(
+        "TPUStrategy on %s: %d replica(s) x %d core(s), computation_shape %s.",
+        slice_label(topology), choice.num_replicas, choice.num_cores_per_replica,
+        list(choice.computation_shape),
+    )
+    return strategy
+
+
+def auto(
+    tpu=None,
+    *,
+    computation_shape=None,
+    num_cores_per_replica=None,
+    num_replicas=None,
+    computation_stride=None,
+    timeout_s=DEFAULT_TIMEOUT_S,
+):
+    """``tpu_strategy(...)`` on a TPU; otherwise the CPU emulator, else the default strategy.
+
+    Arguments as for ``tpu_strategy``. Only "no TPU" falls back: no TPU found here, or a
+    local TPU that fails to initialize. A request the TPU cannot satisfy (say, too many
+    cores per replica) still raises, and so does a remote TPU that fails after this
+    process connected to it (TensorFlow cannot be used locally after that). The choice
+    and its reason are logged on the ``spatial_tf`` logger.
+    """
+    check_exactly_one(computation_shape, num_cores_per_replica, "auto")
+    if computation_shape is not None:
+        computation_shape = check_vector(computation_shape, "computation_shape", "auto")
+    try:
+        strategy = tpu_strategy(
+            tpu,
+            computation_shape=computation_shape,
+            num_cores_per_replica=num_cores_per_replica,
+            num_replicas=num_replicas,
+            computation_stride=computation_stride,
+            timeout_s=timeout_s,
+        )
+    except TPUUnavailableError as e:
+        if e.runtime_changed:
+            raise TPUUnavailableError(
+                f"{e} TensorFlow in this process is now connected to that cluster and "
+                f"would keep sending work there, so auto() cannot fall back to CPU. Fix: "
+                f"restart the process (or notebook kernel) and call auto() without tpu= "
+                f"to run locally.",
+                runtime_changed=True,
+            ) from e
+        reason = str(e)
+    else:
+        log.info("auto: using the TPU.")
+        return strategy
+    cores = num_cores_per_replica or math.prod(computation_shape)
+    return _local_fallback(cores, num_replicas, computation_stride, reason)
+
+
+def _local_fallback(cores, num_replicas, computation_stride, reason):
+    emulator_module, missing = _import_emulator()
+    if emulator_module is not None:
+        if computation_stride is not None:
+            log.warning("auto: computation_stride has no meaning on the CPU emulator; ignored.")
+        strategy = emulator_module.Emulator(
+            num_cores_per_replica=cores, num_replicas=num_replicas or 1
+        )
+        log.warning(
+            "auto: no TPU, using the CPU emulator with %d core(s) per replica. (%s)",
+            cores, reason,
+        )
+        return strategy
+    warnings.warn(
+        f"spatial_tf.auto: no TPU and no CPU emulator ({missing}); using "
+        f"tf.distribute.get_strategy(), which runs unpartitioned on one device, so "
+        f"split() annotations do not partition anything. Fix for partitioned runs on CPU: "
+        f"pip install 'spatial-tf[emulator]'. No TPU because: {reason}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return tf.distribute.get_strategy()
+
+
+def _import_emulator():
+    """``(module, None)``, or ``(None, why not)`` when the emulator cannot be imported."""
+    try:
+        return importlib.import_module("spatial_tf.emulator"), None
+    except ImportError as e:
+        return None, f"{type(e).__name__}: {e}"

@@ -1,0 +1,33 @@
+"""TPU topologies: named synthetic slices, computation-shape choice, DeviceAssignment.
+
+Nothing here needs a TPU: a ``tf.tpu.experimental.Topology`` (synthetic or returned by
+``tf.tpu.experimental.initialize_tpu_system``) is enough.
+
+>>> from spatial_tf import topology
+>>> t = topology.synthetic("v3-32")
+>>> choice = topology.choose(t, num_cores_per_replica=8)
+>>> list(choice.computation_shape), choice.num_replicas
+([2, 2, 1, 2], 4)
+>>> topology.device_assignment(t, num_cores_per_replica=8).num_replicas
+4
+"""
+from spatial_tf.topology.assignment import Choice, choose, device_assignment, slice_label
+from spatial_tf.topology.hosts import HostFeed, batch_hints, host_feeds, input_contexts
+from spatial_tf.topology.placement import describe
+from spatial_tf.topology.slices import SLICES, SliceShape, SyntheticTopology, synthetic
+
+__all__ = [
+    "synthetic",
+    "SLICES",
+    "SliceShape",
+    "SyntheticTopology",
+    "choose",
+    "Choice",
+    "device_assignment",
+    "slice_label",
+    "describe",
+    "host_feeds",
+    "HostFeed",
+    "input_contexts",
+    "batch_hints",
+]

@@ -1,0 +1,116 @@
+"""A table of where every logical core of every replica runs, and what it holds.
+
+>>> from spatial_tf.topology import device_assignment, synthetic
+>>> import tensorflow as tf
+>>> da = device_assignment(synthetic("v3-8"), num_cores_per_replica=4)
+>>> print(describe(da, {"image": [1, 2, 2, 1]}, {"image": tf.TensorSpec([2, 64, 64, 3])}))
+2 replica(s) x 4 logical core(s) on v3-8 (mesh_shape [2, 2, 1, 2]), 1 host(s)
+replica  core  task  x  y  z  chip core  TPU ordinal  inputs['image']
+-------  ----  ----  -  -  -  ---------  -----------  ------------------------
+      0     0     0  0  0  0          0            0  [0:2, 0:32, 0:32, 0:3]
+      0     1     0  0  0  0          1            1  [0:2, 0:32, 32:64, 0:3]
+      0     2     0  0  1  0          0            4  [0:2, 32:64, 0:32, 0:3]
+      0     3     0  0  1  0          1            5  [0:2, 32:64, 32:64, 0:3]
+      1     0     0  1  0  0          0            2  [0:2, 0:32, 0:32, 0:3]
+      1     1     0  1  0  0          1            3  [0:2, 0:32, 32:64, 0:3]
+      1     2     0  1  1  0          0            6  [0:2, 32:64, 0:32, 0:3]
+      1     3     0  1  1  0          1            7  [0:2, 32:64, 32:64, 0:3]
+"""
+import numpy as np
+import tensorflow as tf
+
+from spatial_tf.spec import Assign, PartialTile, Tile, validate
+from spatial_tf.spec.paths import flatten_with_paths
+from spatial_tf.table import format_table
+from spatial_tf.topology.assignment import slice_label
+
+__all__ = ["describe", "tile_of_core", "as_device_assignment"]
+
+_HEADERS = ["replica", "core", "task", "x", "y", "z", "chip core", "TPU ordinal"]
+
+
+def as_device_assignment(obj):
+    """A ``DeviceAssignment`` from itself or from a ``TPUStrategy`` built with one."""
+    if isinstance(obj, tf.tpu.experimental.DeviceAssignment):
+        return obj
+    extended = getattr(obj, "extended", None)
+    da = getattr(extended, "_device_assignment", None)  # TPUExtended keeps it here
+    if isinstance(da, tf.tpu.experimental.DeviceAssignment):
+        return da
+    raise TypeError(
+        f"describe: expected a tf.tpu.experimental.DeviceAssignment or a TPUStrategy "
+        f"built with experimental_device_assignment; got {obj!r} ({type(obj).__name__}). "
+        f"Fix: pass spatial_tf.topology.device_assignment(...) or the strategy from "
+        f"spatial_tf.tpu_strategy(...)."
+    )
+
+
+def describe(device_assignment, spec=None, inputs=None):
+    """Return a text table: replica x logical core -> task, coordinates, TPU ordinal.
+
+    With ``spec`` and ``inputs`` (tensors, ``tf.TensorSpec`` s or an ``element_spec``),
+    one more column per input tensor shows the piece of it each logical core holds,
+    ``[start:stop, ...]`` per axis (a tile index ``(i, j, ...)`` when a size is unknown).
+    """
+    da = as_device_assignment(device_assignment)
+    columns = []
+    if spec is not None or inputs is not None:
+        if spec is None or inputs is None:
+            given, missing = ("spec", "inputs") if inputs is None else ("inputs", "spec")
+            raise ValueError(
+                f"describe: got {given} without {missing}. Pass both (inputs may be "
+                f"tf.TensorSpec's or a dataset's element_spec) to see which tile each "
+                f"core holds, or neither."
+            )
+        columns = _tensor_columns(spec, inputs, da.num_cores_per_replica)
+    rows = []
+    for replica in range(da.num_replicas):
+        for core in range(da.num_cores_per_replica):
+            x, y, z, chip_core = (int(c) for c in da.coordinates(replica, core))
+            task = int(da.topology.task_ordinal_at_coordinates((x, y, z, chip_core)))
+            row = [replica, core, task, x, y, z, chip_core, int(da.tpu_ordinal(replica, core))]
+            rows.append(row + [cells[core] for _, cells in columns])
+    title = (
+        f"{da.num_replicas} replica(s) x {da.num_cores_per_replica} logical core(s) on "
+        f"{_where(da.topology)}, {len({r[2] for r in rows})} host(s)"
+    )
+    return format_table(_HEADERS + [path for path, _ in columns], rows, title=title)
+
+
+def _where(topology):
+    label = slice_label(topology)
+    mesh = [int(m) for m in topology.mesh_shape]
+    return label if label.startswith("this") else f"{label} (mesh_shape {mesh})"
+
+
+def _tensor_columns(spec, inputs, num_cores):
+    tree = validate(spec, inputs, num_cores)
+    columns = []
+    for (path, leaf), (_, x) in zip(flatten_with_paths(tree), flatten_with_paths(inputs)):
+        shape = tf.TensorShape(x.shape).as_list()
+        columns.append((path, [tile_of_core(leaf, shape, k, num_cores) for k in range(num_cores)]))
+    return columns
+
+
+def tile_of_core(leaf, shape, core, num_cores):
+    """What logical ``core`` holds of a tensor of ``shape`` laid out by ``leaf``.
+
+    >>> tile_of_core(Tile(1, 2), [4, 10], 1, 2)
+    '[0:4, 5:10]'
+    >>> tile_of_core(Tile(1, 2), [None, 10], 1, 2)
+    'tile (0, 1)'
+    """
+    if isinstance(leaf, Assign):
+        return "whole" if leaf.core == core else "-"
+    if not isinstance(leaf, Tile):
+        return "whole (replicated)"
+    where = np.argwhere(leaf.tile_assignment(num_cores) == core)[0]
+    index = [int(i) for i in where[: len(leaf.dims)]]  # PartialTile: drop the replica axis
+    suffix = " (shared)" if isinstance(leaf, PartialTile) else ""
+    if any(s is None for s in shape):
+        return f"tile ({', '.join(map(str, index))}){suffix}"
+    bounds = []
+    for i, size, d in zip(index, shape, leaf.dims):
+        step = size // d
+        bounds.append(f"{i * step}:{(i + 1) * step}")
+    return f"[{', '.join(bounds)}]{suffix}"

@@ -1,0 +1,313 @@
+"""tpu_strategy() and auto(): everything after the TPU connection runs for real here.
+
+Only ``spatial_tf.strategy._connect`` (resolve, connect, initialize: needs a TPU) is
+replaced, by a resolver that reports a synthetic slice's devices. TPUStrategy itself,
+the DeviceAssignment and the SPMD flag are TensorFlow's own code.
+"""
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import tensorflow as tf
+from tensorflow.python.client import session as session_lib
+from tensorflow.python.tpu import tpu_system_metadata
+
+import spatial_tf
+from spatial_tf import strategy as strategy_lib
+from spatial_tf.strategy import TPUUnavailableError, auto, tpu_strategy
+from spatial_tf.topology import device_assignment, synthetic
+from spatial_tf.topology.hosts import host_feeds
+from spatial_tf.topology.placement import describe
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class FakeResolver:
+    """Reports the TPU devices of a synthetic slice, as a connected resolver would."""
+
+    def __init__(self, topology):
+        self.topology = topology
+
+    def get_tpu_system_metadata(self):
+        t = self.topology
+        devices = []
+        for task in range(t.num_tasks):
+            prefix = f"/job:worker/replica:0/task:{task}/device"
+            devices.append(session_lib._DeviceAttributes(f"{prefix}:CPU:0", "CPU", 0, 0))
+            for ordinal in range(t.num_tpus_per_task):
+                devices.append(
+                    session_lib._DeviceAttributes(f"{prefix}:TPU:{ordinal}", "TPU", 0, 0)
+                )
+        return tpu_system_metadata.TPUSystemMetadata(
+            t.num_tasks * t.num_tpus_per_task, t.num_tasks, t.num_tpus_per_task, t, devices
+        )
+
+
+@pytest.fixture
+def fake_tpu(monkeypatch):
+    """Make ``_connect`` return a resolver and topology for the named slice."""
+    calls = []
+
+    def install(name):
+        topology = synthetic(name)
+
+        def fake_connect(tpu, timeout_s):
+            calls.append((tpu, timeout_s))
+            return FakeResolver(topology), topology
+
+        monkeypatch.setattr(strategy_lib, "_connect", fake_connect)
+        return calls
+
+    return install
+
+
+@pytest.fixture
+def no_tpu_here(monkeypatch):
+    for name in ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG", "COLAB_TPU_ADDR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(strategy_lib, "_LOCAL_TPU_DEVICES", ("/nonexistent/accel*",))
+
+
+# ---------------------------------------------------------------- tpu_strategy
+
+
+@pytest.mark.parametrize(
+    "name, n", [("v3-8", 4), ("v3-32", 8), ("v3-32", 16), ("v4-32", 4), ("v6e-16", 8)]
+)
+def test_tpu_strategy_builds_a_real_spmd_tpu_strategy(fake_tpu, name, n):
+    calls = fake_tpu(name)
+    strategy = tpu_strategy("my-tpu", num_cores_per_replica=n, timeout_s=7)
+    expected = device_assignment(synthetic(name), num_cores_per_replica=n)
+
+    assert calls == [("my-tpu", 7)]
+    assert isinstance(strategy, tf.distribute.TPUStrategy)
+    assert strategy.extended._use_spmd_for_xla_partitioning
+    assert strategy.num_replicas_in_sync == expected.num_replicas
+    devices = strategy.extended._tpu_devices
+    assert devices.shape == (expected.num_replicas, n)
+    for replica in range(expected.num_replicas):
+        for core in range(n):
+            task, ordinal = devices[replica, core].rsplit("/task:", 1)[1].split("/device:TPU:")
+            coords = expected.coordinates(replica, core)
+            assert int(task) == synthetic(name).task_ordinal_at_coordinates(coords)
+            assert int(ordinal) == expected.tpu_ordinal(replica, core)
+
+
+@pytest.mark.parametrize("name, n", [("v3-32", 1), ("v3-32", 8), ("v3-32", 16), ("v4-32", 8)])
+def test_host_feeds_match_the_input_workers_tpu_strategy_uses(fake_tpu, name, n):
+    fake_tpu(name)
+    strategy = tpu_strategy(num_cores_per_replica=n)
+    workers = strategy.extended._device_input_worker_devices
+    feeds = host_feeds(strategy.extended._device_assignment)
+    assert [f.host_device for f in feeds] == list(workers)
+    assert [len(f.replicas) for f in feeds] == [len(v) for v in workers.values()]
+
+
+def _sharding_ops(fn, spec):
+    graph = tf.function(fn).get_concrete_function(spec).graph
+    return [op for op in graph.get_operations() if op.type == "XlaSharding"]
+
+
+def test_strategy_splits_to_its_logical_devices(fake_tpu):
+    fake_tpu("v3-8")
+    strategy = tpu_strategy(num_cores_per_replica=8)
+    image = tf.TensorSpec([1, 8, 8, 1])
+    # TensorFlow's own check of dims against the strategy's logical devices passes...
+    ops = _sharding_ops(lambda x: strategy.experimental_split_to_logical_devices(
+        x, [1, 2, 4, 1]), image)
+    assert len(ops) == 1
+    with pytest.raises(ValueError, match="8"):
+        _sharding_ops(lambda x: strategy.experimental_split_to_logical_devices(
+            x, [1, 2, 2, 1]), image)
+    # ...and spatial_tf.split resolves 8 cores from this strategy.
+    ops = _sharding_ops(
+        lambda x: spatial_tf.split({"image": x}, {"image": [1, 2, 4, 1]}, strategy), image
+    )
+    assert len(ops) == 1
+
+
+def test_describe_accepts_the_strategy(fake_tpu):
+    fake_tpu("v3-32")
+    strategy = tpu_strategy(num_cores_per_replica=8)
+    assert describe(strategy) == describe(strategy.extended._device_assignment)
+    assert describe(strategy).startswith("4 replica(s) x 8 logical core(s) on v3-32")
+
+
+def test_computation_shape_and_replicas_are_passed_through(fake_tpu):
+    fake_tpu("v3-32")
+    strategy = tpu_strategy(computation_shape=[4, 1, 1, 2], num_replicas=2)
+    da = strategy.extended._device_assignment
+    assert strategy.num_replicas_in_sync == 2
+    assert {tuple(c[:3]) for c in da.core_assignment[0]} == {(x, 0, 0) for x in range(4)}
+
+
+def test_bad_request_is_rejected_before_connecting(fake_tpu):
+    calls = fake_tpu("v3-8")
+    with pytest.raises(ValueError, match=r"^tpu_strategy: got neither of computation_shape="):
+        tpu_strategy()
+    assert calls == []
+
+
+def test_request_that_does_not_fit_the_slice_names_it(fake_tpu):
+    fake_tpu("v3-8")
+    with pytest.raises(ValueError, match=r"^v3-8 has 8 cores; num_cores_per_replica=16"):
+        tpu_strategy(num_cores_per_replica=16)
+
+
+# ---------------------------------------------------------------- finding and reaching a TPU
+
+
+def test_no_tpu_anywhere_fails_at_once(no_tpu_here):
+    start = time.monotonic()
+    with pytest.raises(TPUUnavailableError, match=r"^No TPU found: tpu= was not given"):
+        tpu_strategy(num_cores_per_replica=8)
+    assert time.monotonic() - start < 1
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"TPU_NAME": "my-tpu"}, None),
+        ({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, "grpc://10.0.0.2:8470"),
+    ],
+)
+def test_target_from_the_environment(no_tpu_here, monkeypatch, env, expected):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert strategy_lib._resolve_target(None) == expected
+
+
+def test_tpu_vm_is_found_by_its_device_files(no_tpu_here, monkeypatch, tmp_path):
+    (tmp_path / "accel0").touch()
+    monkeypatch.setattr(strategy_lib, "_LOCAL_TPU_DEVICES", (str(tmp_path / "accel*"),))
+    assert strategy_lib._resolve_target("") == "local"
+
+
+def test_explicit_target_is_used_as_given():
+    assert strategy_lib._resolve_target("local") == "local"
+    with pytest.raises(TypeError, match=r"tpu is 3 \(int\); expected a TPU name"):
+        strategy_lib._resolve_target(3)
+
+
+def test_local_tpu_missing_gives_a_clear_error_without_touching_the_runtime():
+    # Real TensorFlow on this CPU machine: 'local' has no TPU system to initialize.
+    with pytest.raises(
+        TPUUnavailableError, match=r"^Could not use TPU 'local': NotFoundError"
+    ) as e:
+        strategy_lib._connect("local", timeout_s=20)
+    assert not e.value.runtime_changed
+    assert float(tf.reduce_sum(tf.ones([3]))) == 3.0  # TensorFlow still works here
+
+
+def test_unreachable_tpu_fails_within_the_timeout():
+    # A server that accepts the connection and never answers: a real gRPC hang.
+    # Connecting rewires the process's TensorFlow runtime, so this runs in a subprocess.
+    script = textwrap.dedent(
+        """
+        import socket, threading, time
+        from spatial_tf.strategy import _connect, auto, TPUUnavailableError
+        server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen(8)
+        held = []
+        threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
+        target = "grpc://127.0.0.1:%d" % server.getsockname()[1]
+        start = time.monotonic()
+        try:
+            _connect(target, timeout_s=3)
+        except TPUUnavailableError as e:
+            print("ELAPSED", round(time.monotonic() - start, 1))
+            print("CHANGED", e.runtime_changed)
+            print("MESSAGE", e)
+        try:
+            auto(target, num_cores_per_replica=1, timeout_s=1)
+        except TPUUnavailableError as e:
+            print("AUTO", e)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    lines = dict(
+        line.split(" ", 1) for line in result.stdout.splitlines()
+        if line.split(" ", 1)[0] in ("ELAPSED", "CHANGED", "MESSAGE", "AUTO")
+    )
+    assert 3.0 <= float(lines["ELAPSED"]) < 4.5, result.stdout + result.stderr
+    assert lines["CHANGED"] == "True"
+    assert lines["MESSAGE"].startswith("No answer from TPU 'grpc://127.0.0.1:")
+    assert "within 3 s" in lines["MESSAGE"]
+    assert "auto() cannot fall back to CPU" in lines["AUTO"]
+    assert "restart the process" in lines["AUTO"]
+    assert time.monotonic() - start < 60  # the stuck attempt does not block exit
+
+
+# ---------------------------------------------------------------- auto
+
+
+def test_auto_on_a_tpu_returns_the_tpu_strategy(fake_tpu, caplog):
+    fake_tpu("v3-8")
+    with caplog.at_level(logging.INFO, logger="spatial_tf"):
+        strategy = auto(num_cores_per_replica=4)
+    assert isinstance(strategy, tf.distribute.TPUStrategy)
+    assert strategy.num_replicas_in_sync == 2
+    assert "auto: using the TPU." in caplog.text
+
+
+def test_auto_does_not_hide_an_impossible_request(fake_tpu):
+    fake_tpu("v3-8")
+    with pytest.raises(ValueError, match=r"^v3-8 has 8 cores; num_cores_per_replica=16"):
+        auto(num_cores_per_replica=16)
+
+
+def test_auto_without_tpu_or_emulator_warns_and_uses_the_default_strategy(
+    no_tpu_here, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "spatial_tf.emulator", None)  # emulator not importable
+    with pytest.warns(RuntimeWarning, match=r"no TPU and no CPU emulator \(ModuleNotFoundError: .*"
+                      r"runs unpartitioned on one device.*No TPU because: No TPU found"):
+        strategy = auto(num_cores_per_replica=8)
+    assert strategy is tf.distribute.get_strategy()
+
+
+class _RecordingEmulator:
+    def __init__(self, num_cores_per_replica, num_replicas):
+        self.num_cores_per_replica = num_cores_per_replica
+        self.num_replicas = num_replicas
+
+
+def test_auto_without_tpu_uses_the_emulator_when_it_imports(no_tpu_here, monkeypatch, caplog):
+    stand_in = type(sys)("spatial_tf.emulator")
+    stand_in.Emulator = _RecordingEmulator
+    monkeypatch.setitem(sys.modules, "spatial_tf.emulator", stand_in)
+    with caplog.at_level(logging.INFO, logger="spatial_tf"):
+        strategy = auto(computation_shape=[2, 2, 1, 2], num_replicas=2,
+                        computation_stride=[1, 1, 1, 1])
+    assert isinstance(strategy, _RecordingEmulator)
+    assert (strategy.num_cores_per_replica, strategy.num_replicas) == (8, 2)
+    assert "no TPU, using the CPU emulator with 8 core(s) per replica" in caplog.text
+    assert "computation_stride has no meaning on the CPU emulator; ignored" in caplog.text
+
+
+def test_auto_falls_back_when_a_local_tpu_fails_to_initialize(monkeypatch):
+    monkeypatch.setitem(sys.modules, "spatial_tf.emulator", None)
+    with pytest.warns(RuntimeWarning, match=r"Could not use TPU 'local': NotFoundError"):
+        strategy = auto("local", num_cores_per_replica=2)
+    assert strategy is tf.distribute.get_strategy()
+
+
+def test_auto_checks_the_shape_even_without_a_tpu(no_tpu_here):
+    with pytest.raises(ValueError, match=r"^auto: computation_shape=\[2, 2, 2\] must have 4 "
+                       r"positive entries .*TPUEstimator's 3-entry form"):
+        auto(computation_shape=[2, 2, 2])
+
+
+@pytest.mark.parametrize(
+    "timeout_s, error", [(0, ValueError), (-1, ValueError), ("30", TypeError), (True, TypeError)]
+)
+def test_timeout_must_be_a_positive_number(timeout_s, error):
+    with pytest.raises(error, match=r"timeout_s=.*; expected a positive number of seconds"):
+        strategy_lib._connect("local", timeout_s)

@@ -1,0 +1,81 @@
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from spatial_tf import PartialTile, Replicate, Tile
+from spatial_tf.topology import device_assignment, synthetic
+from spatial_tf.topology.placement import describe, tile_of_core
+
+
+def _rows(table):
+    lines = table.splitlines()
+    return lines[0], [line.split() for line in lines[3:]]
+
+
+def test_table_lists_every_replica_and_core_with_its_physical_place():
+    da = device_assignment(synthetic("v3-32"), num_cores_per_replica=8)
+    title, rows = _rows(describe(da))
+    assert title == (
+        "4 replica(s) x 8 logical core(s) on v3-32 (mesh_shape [4, 4, 1, 2]), 4 host(s)"
+    )
+    assert len(rows) == 32
+    for row in rows:
+        replica, core, task, x, y, z, chip_core, ordinal = map(int, row)
+        assert (x, y, z, chip_core) == tuple(int(c) for c in da.coordinates(replica, core))
+        assert task == synthetic("v3-32").task_ordinal_at_coordinates((x, y, z, chip_core))
+        assert ordinal == da.tpu_ordinal(replica, core)
+    assert len({tuple(r[3:7]) for r in rows}) == 32
+
+
+def test_tiles_of_a_spec_cover_each_tensor_exactly_once_per_replica():
+    da = device_assignment(synthetic("v3-8"), num_cores_per_replica=8)
+    spec = {"image": [1, 2, 4, 1], "label": None}
+    inputs = {"image": tf.TensorSpec([2, 64, 128, 3]), "label": tf.TensorSpec([2])}
+    table = describe(da, spec, inputs)
+    assert table.splitlines()[1].split()[-2:] == ["inputs['image']", "inputs['label']"]
+    lines = table.splitlines()[3:]
+    image_col = table.splitlines()[1].index("inputs['image']")
+    label_col = table.splitlines()[1].index("inputs['label']")
+    pieces = [line[image_col:label_col].strip() for line in lines]
+    assert collections.Counter(pieces) == collections.Counter(
+        f"[0:2, {h * 32}:{(h + 1) * 32}, {w * 32}:{(w + 1) * 32}, 0:3]"
+        for h in range(2) for w in range(4)
+    )
+    assert all(line[label_col:].strip() == "whole (replicated)" for line in lines)
+
+
+def test_tile_of_each_core_matches_the_xla_tile_assignment():
+    leaf = Tile(1, 2, 2, 1)
+    assignment = leaf.tile_assignment(4)
+    for core in range(4):
+        (_, h, w, _), = np.argwhere(assignment == core)
+        assert tile_of_core(leaf, [4, 8, 8, 3], core, 4) == (
+            f"[0:4, {h * 4}:{h * 4 + 4}, {w * 4}:{w * 4 + 4}, 0:3]"
+        )
+
+
+def test_partial_tile_unknown_sizes_assign_and_replicate():
+    assert tile_of_core(PartialTile(1, 2), [4, 10], 3, 4) == "[0:4, 5:10] (shared)"
+    assert tile_of_core(Tile(2, 1), [None, 10], 1, 2) == "tile (1, 0)"
+    assert tile_of_core(Replicate(), [4], 0, 2) == "whole (replicated)"
+
+
+def test_spec_without_inputs_is_refused():
+    da = device_assignment(synthetic("v3-8"), num_cores_per_replica=8)
+    with pytest.raises(ValueError, match=r"describe: got spec without inputs\. Pass both"):
+        describe(da, {"image": [1, 2, 4, 1]})
+
+
+def test_spec_errors_name_the_tensor():
+    da = device_assignment(synthetic("v3-8"), num_cores_per_replica=8)
+    with pytest.raises(ValueError, match=r"inputs\['image'\]: partition dims \[1, 2, 2, 1\] "
+                       r"have product 4, but num_cores_per_replica is 8"):
+        describe(da, {"image": [1, 2, 2, 1]}, {"image": tf.TensorSpec([1, 8, 8, 3])})
+
+
+def test_describe_needs_a_device_assignment():
+    with pytest.raises(TypeError, match=r"describe: expected a tf\.tpu\.experimental"
+                       r"\.DeviceAssignment or a TPUStrategy"):
+        describe(synthetic("v3-8"))
