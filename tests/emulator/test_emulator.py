@@ -272,3 +272,21 @@ def test_arguments_are_checked(emulators):
         emulator.run(lambda s: s, args=(tf.sparse.from_dense(tf.ones([2, 2])),))
     with pytest.raises(TypeError, match="args is int; expected a tuple"):
         emulator.run(lambda x: x, args=3)
+
+
+def test_step_that_is_already_a_tf_function(emulators):
+    emulator = emulators(2)
+    total = tf.Variable(0.0)
+
+    @tf.function
+    def step_fn(x):
+        total.assign_add(tf.reduce_sum(spatial_tf.split(x, [1, 2])))
+        return total.read_value()
+
+    @tf.function
+    def train_step(x):
+        return emulator.run(step_fn, args=(x,))
+
+    assert float(emulator.run(step_fn, args=(tf.ones([2, 4]),))) == 8.0
+    assert float(train_step(tf.ones([2, 4]))) == 16.0
+    assert step_fn.experimental_get_tracing_count() == 0  # its own trace cache is not used
