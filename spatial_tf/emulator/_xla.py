@@ -150,8 +150,8 @@ def _check_enough(j, n):
 # ---------------------------------------------------------------- compile and run
 
 
-def compile_module(hlo_module_proto, num_partitions, num_replicas=1, compiler_options=None):
-    """Compile a serialized ``HloModuleProto`` for ``num_replicas x num_partitions`` devices.
+def compile_module(hlo_module_proto, num_partitions, compiler_options=None):
+    """Compile a serialized ``HloModuleProto`` for ``num_partitions`` devices.
 
     With more than one partition, XLA's SPMD partitioner splits the program along the
     module's sharding annotations; parameters take the shardings it propagates.
@@ -160,16 +160,15 @@ def compile_module(hlo_module_proto, num_partitions, num_replicas=1, compiler_op
     """
     j = _load()
     xc = j.xla_client
-    count = num_partitions * num_replicas
-    devices = cpu_devices(count)
+    devices = cpu_devices(num_partitions)
     module = xc._xla.mlir.hlo_to_stablehlo(hlo_module_proto)
     options = xc.CompileOptions()
     build = options.executable_build_options
     build.num_partitions = num_partitions
-    build.num_replicas = num_replicas
+    build.num_replicas = 1  # data parallelism is folded into the partitions (replicas.py)
     build.use_spmd_partitioning = num_partitions > 1
     build.device_assignment = xc.DeviceAssignment.create(
-        np.arange(count).reshape(num_replicas, num_partitions)
+        np.arange(num_partitions).reshape(1, num_partitions)
     )
     build.allow_spmd_sharding_propagation_to_parameters = [True]
     build.allow_spmd_sharding_propagation_to_output = [True]
