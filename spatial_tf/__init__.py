@@ -31,6 +31,7 @@ _EXPORTS = {
     "auto": "spatial_tf.strategy",
     "TPUUnavailableError": "spatial_tf.strategy",
     "describe": "spatial_tf.topology",
+    "Emulator": "spatial_tf.emulator",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -111,11 +111,7 @@ class _StrategyTarget:
             return s.experimental_replicate_to_logical_devices(x)
         if isinstance(leaf, Assign):
             if _strategy_uses_spmd(s):
-                raise ValueError(
-                    f"{leaf!r}: TPUStrategy does not allow assigning a tensor to one "
-                    f"logical core when experimental_spmd_xla_partitioning=True. Fix: "
-                    f"use Replicate() (or None) or a Tile for this tensor."
-                )
+                _refuse_assign(leaf, "TPUStrategy")
             return s.experimental_assign_to_logical_device(x, leaf.core)
         if isinstance(leaf, PartialTile):
             return annotate_tensor(x, leaf, self.num_cores)
@@ -123,16 +119,30 @@ class _StrategyTarget:
 
 
 class _AnnotationTarget:
-    """Emit XLA sharding annotations directly for ``num_cores`` logical cores."""
+    """Emit XLA sharding annotations directly for ``num_cores`` logical cores.
+
+    ``partitioned``: an SPMD compile will act on them (the emulator); like TPUStrategy
+    in SPMD mode it then refuses ``Assign``, so what runs here also runs on a TPU.
+    """
 
     def __init__(self, num_cores, partitioned):
         self.num_cores = num_cores
         self.partitioned = partitioned
 
     def annotate(self, x, leaf):
+        if self.partitioned and isinstance(leaf, Assign):
+            _refuse_assign(leaf, "spatial_tf.Emulator (like TPUStrategy in SPMD mode)")
         if not self.partitioned and self.num_cores > 1:
             _warn_unpartitioned_once()
         return annotate_tensor(x, leaf, self.num_cores)
+
+
+def _refuse_assign(leaf, where):
+    raise ValueError(
+        f"{leaf!r}: {where} does not allow assigning a tensor to one logical core when "
+        f"experimental_spmd_xla_partitioning=True. Fix: use Replicate() (or None) or a "
+        f"Tile for this tensor."
+    )
 
 
 def _resolve_target(strategy, num_cores_per_replica, spec):

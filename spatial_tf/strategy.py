@@ -215,13 +215,10 @@ def auto(
 
 
 def _local_fallback(cores, num_replicas, computation_stride, reason):
-    emulator_module, missing = _import_emulator()
-    if emulator_module is not None:
+    strategy, missing = _make_emulator(cores, num_replicas or 1)
+    if strategy is not None:
         if computation_stride is not None:
             log.warning("auto: computation_stride has no meaning on the CPU emulator; ignored.")
-        strategy = emulator_module.Emulator(
-            num_cores_per_replica=cores, num_replicas=num_replicas or 1
-        )
         log.warning(
             "auto: no TPU, using the CPU emulator with %d core(s) per replica. (%s)",
             cores, reason,
@@ -238,9 +235,10 @@ def _local_fallback(cores, num_replicas, computation_stride, reason):
     return tf.distribute.get_strategy()
 
 
-def _import_emulator():
-    """``(module, None)``, or ``(None, why not)`` when the emulator cannot be imported."""
+def _make_emulator(cores, num_replicas):
+    """``(Emulator, None)``, or ``(None, why not)`` when jax/jaxlib are not installed."""
     try:
-        return importlib.import_module("spatial_tf.emulator"), None
+        emulator = importlib.import_module("spatial_tf.emulator")
+        return emulator.Emulator(num_cores_per_replica=cores, num_replicas=num_replicas), None
     except ImportError as e:
         return None, f"{type(e).__name__}: {e}"

@@ -121,6 +121,15 @@ def test_active_layout_sets_the_core_count():
     assert tiled(shardings_of(fn, tf.zeros([4, 4]))) == ([2, 1, 4], list(range(8)), True)
 
 
+def test_active_layout_refuses_assign_like_spmd_tpu_strategy():
+    class Layout:
+        num_cores_per_replica = 4
+
+    with context.logical_device_scope(Layout()):
+        with pytest.raises(ValueError, match=r"Assign\(1\): spatial_tf.Emulator \(like TPUStrategy in SPMD mode\) does not allow"):
+            spatial_tf.split(tf.zeros([8]), Assign(1))
+
+
 def test_warns_once_when_nothing_partitions(caplog, monkeypatch):
     monkeypatch.setattr(annotate, "_warned_unpartitioned", False)
     with caplog.at_level(logging.WARNING, logger="spatial_tf"):

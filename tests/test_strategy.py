@@ -263,40 +263,37 @@ def test_auto_does_not_hide_an_impossible_request(fake_tpu):
         auto(num_cores_per_replica=16)
 
 
-def test_auto_without_tpu_or_emulator_warns_and_uses_the_default_strategy(
-    no_tpu_here, monkeypatch
-):
-    monkeypatch.setitem(sys.modules, "spatial_tf.emulator", None)  # emulator not importable
-    with pytest.warns(RuntimeWarning, match=r"no TPU and no CPU emulator \(ModuleNotFoundError: .*"
-                      r"runs unpartitioned on one device.*No TPU because: No TPU found"):
+def test_auto_without_tpu_or_jax_warns_and_uses_the_default_strategy(no_tpu_here, monkeypatch):
+    from spatial_tf.emulator import _xla
+
+    monkeypatch.setattr(_xla, "_jax", None)  # forget the loaded jax ...
+    monkeypatch.setitem(sys.modules, "jax", None)  # ... and make it unimportable
+    with pytest.warns(RuntimeWarning, match=r"no TPU and no CPU emulator \(ImportError: "
+                      r"spatial_tf.emulator needs jax .*runs unpartitioned on one device.*"
+                      r"No TPU because: No TPU found"):
         strategy = auto(num_cores_per_replica=8)
     assert strategy is tf.distribute.get_strategy()
 
 
-class _RecordingEmulator:
-    def __init__(self, num_cores_per_replica, num_replicas):
-        self.num_cores_per_replica = num_cores_per_replica
-        self.num_replicas = num_replicas
+def test_auto_without_tpu_uses_the_emulator(no_tpu_here, caplog):
+    from spatial_tf.emulator import Emulator
 
-
-def test_auto_without_tpu_uses_the_emulator_when_it_imports(no_tpu_here, monkeypatch, caplog):
-    stand_in = type(sys)("spatial_tf.emulator")
-    stand_in.Emulator = _RecordingEmulator
-    monkeypatch.setitem(sys.modules, "spatial_tf.emulator", stand_in)
     with caplog.at_level(logging.INFO, logger="spatial_tf"):
         strategy = auto(computation_shape=[2, 2, 1, 2], num_replicas=2,
                         computation_stride=[1, 1, 1, 1])
-    assert isinstance(strategy, _RecordingEmulator)
+    assert isinstance(strategy, Emulator)
     assert (strategy.num_cores_per_replica, strategy.num_replicas) == (8, 2)
     assert "no TPU, using the CPU emulator with 8 core(s) per replica" in caplog.text
     assert "computation_stride has no meaning on the CPU emulator; ignored" in caplog.text
 
 
-def test_auto_falls_back_when_a_local_tpu_fails_to_initialize(monkeypatch):
-    monkeypatch.setitem(sys.modules, "spatial_tf.emulator", None)
-    with pytest.warns(RuntimeWarning, match=r"Could not use TPU 'local': NotFoundError"):
+def test_auto_falls_back_when_a_local_tpu_fails_to_initialize(caplog):
+    from spatial_tf.emulator import Emulator
+
+    with caplog.at_level(logging.INFO, logger="spatial_tf"):
         strategy = auto("local", num_cores_per_replica=2)
-    assert strategy is tf.distribute.get_strategy()
+    assert isinstance(strategy, Emulator) and strategy.num_cores_per_replica == 2
+    assert "Could not use TPU 'local': NotFoundError" in caplog.text
 
 
 def test_auto_checks_the_shape_even_without_a_tpu(no_tpu_here):

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.emulator.hlo_text import collectives, shape_bytes
-from spatial_tf.spec import Assign
+from spatial_tf.spec import Assign, Replicate
 
 
 def _two_convs(w1, w2, spec):
@@ -83,9 +83,11 @@ def test_core_zero_only_costs_more_than_replicating(emulators):
     image = tf.random.stateless_normal([2, 64, 64, 4], seed=[5, 6])
     label = tf.random.stateless_normal([2, 64, 64, 1], seed=[7, 8])
 
-    def make(label_spec):
+    def make(label_leaf):
         def step(image, label):
-            image, label = spatial_tf.split((image, label), [[1, 2, 4, 1], label_spec])
+            # split() refuses Assign under SPMD (as TPUStrategy does); annotate directly
+            image = spatial_tf.split(image, [1, 2, 4, 1])
+            label = spatial_tf.annotate_tensor(label, label_leaf, 8)
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean((tf.nn.conv2d(image, w, 1, "SAME") - label) ** 2)
             w.assign_sub(0.01 * tape.gradient(loss, w))
@@ -94,7 +96,7 @@ def test_core_zero_only_costs_more_than_replicating(emulators):
         return step
 
     emulator = emulators(8)
-    replicated, core0 = make(None), make(Assign(0))
+    replicated, core0 = make(Replicate()), make(Assign(0))
     r_rep = emulator.report(replicated, args=(image, label))
     r_core0 = emulator.report(core0, args=(image, label))
     label_bytes = 2 * 64 * 64 * 1 * 4
