@@ -14,13 +14,7 @@ def build_parser():
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"spatial_tf.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"spatial_tf.commands.{name}":
-                raise
-            continue  # command not part of this build
-        module.add_parser(sub)
+        importlib.import_module(f"spatial_tf.commands.{name}").add_parser(sub)
     return parser
 
 
