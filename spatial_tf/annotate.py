@@ -22,6 +22,7 @@ sharding, returning the same nested structure:
 import collections.abc
 import logging
 import math
+import numbers
 
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as tf2xla
@@ -182,7 +183,9 @@ def _dims_lists(spec):
         for v in spec.values():
             yield from _dims_lists(v)
     elif isinstance(spec, (list, tuple)):
-        if spec and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in spec):
+        if spec and all(
+            isinstance(d, numbers.Integral) and not isinstance(d, bool) and d > 0 for d in spec
+        ):
             yield tuple(spec)
         else:
             for v in spec:

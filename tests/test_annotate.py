@@ -106,6 +106,8 @@ def test_cores_inferred_from_the_largest_tile():
         tf.zeros([2, 16]), tf.zeros([2]),
     )
     assert tiled(got["a"])[0] == [1, 8]
+    numpy_dims = shardings_of(lambda a: spatial_tf.split(a, list(np.array([1, 4]))), tf.zeros([2, 16]))
+    assert tiled(numpy_dims)[0] == [1, 4]
     with pytest.raises(ValueError, match=r"inputs\['b'\]: partition dims \[2, 1\] have product 2, but num_cores_per_replica is 8"):
         spatial_tf.split({"a": tf.zeros([2, 16]), "b": tf.zeros([2, 2])}, {"a": [1, 8], "b": [2, 1]})
 
