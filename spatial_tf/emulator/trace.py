@@ -24,7 +24,7 @@ from tensorflow.compiler.xla import xla_data_pb2
 from tensorflow.compiler.xla.service import hlo_pb2
 
 from spatial_tf.emulator import errors
-from spatial_tf.spec.paths import children
+from spatial_tf.spec.paths import flatten_with_paths
 
 __all__ = ["Traced", "CallSignature", "trace", "function_name", "leaf_paths"]
 
@@ -99,17 +99,7 @@ class CallSignature:
 
 def leaf_paths(tree, root):
     """Readable paths of every leaf of ``tree`` in ``tf.nest`` order: ``root['a'][0]``..."""
-    out = []
-
-    def visit(node, path):
-        kids = children(node, path)
-        if kids is None:
-            out.append(path)
-        for child_path, child in kids or ():
-            visit(child, child_path)
-
-    visit(tree, root)
-    return out
+    return [path for path, _ in flatten_with_paths(tree, root, pair_names=False)]
 
 
 def _paths(tree):

@@ -55,8 +55,11 @@ def root_children(inputs, root="inputs"):
     return children(inputs, root)
 
 
-def flatten_with_paths(tree, root="inputs"):
-    """``[(path, leaf), ...]`` for every leaf of ``tree``, in ``tf.nest.flatten`` order."""
+def flatten_with_paths(tree, root="inputs", pair_names=True):
+    """``[(path, leaf), ...]`` for every leaf of ``tree``, in ``tf.nest.flatten`` order.
+
+    ``pair_names=False`` names a top-level pair ``root[0]`` / ``root[1]`` like any tuple.
+    """
     out = []
 
     def visit(node, path, kids):
@@ -66,5 +69,5 @@ def flatten_with_paths(tree, root="inputs"):
         for child_path, child in kids:
             visit(child, child_path, children(child, child_path))
 
-    visit(tree, root, root_children(tree, root))
+    visit(tree, root, root_children(tree, root) if pair_names else children(tree, root))
     return out

@@ -30,3 +30,8 @@ def test_single_leaf_and_other_roots():
 def test_unsortable_keys_are_a_clear_error():
     with pytest.raises(TypeError, match=r"inputs\[0\]: dict keys .* cannot be sorted"):
         flatten_with_paths([{1: "a", "b": 2}])
+
+
+def test_pair_names_can_be_turned_off():
+    got = flatten_with_paths(({"a": 1}, 2), root="outputs", pair_names=False)
+    assert [p for p, _ in got] == ["outputs[0]['a']", "outputs[1]"]
