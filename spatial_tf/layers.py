@@ -15,6 +15,11 @@ an identity.
 >>> model.layers[2]
 <Split name=keep_2x2x2, spec=[1, 2, 2, 2, 1]>
 
+``HaloConv2D`` / ``HaloConv3D`` are Keras' convolutions (same arguments, weights and
+results) whose backward pass keeps a split input unpadded, taking less memory per core
+(``spatial_tf.halo_conv``); they also convolve a list of inputs as their channel
+concatenation without building it.
+
 ``unfuse_batch_norm(model)`` switches tf_keras' fused batch norm (``FusedBatchNormV3``,
 which XLA cannot partition: it gathers the whole activation on every core) to the unfused
 form, which keeps the split and needs only an all-reduce of per-channel sums.
@@ -22,9 +27,10 @@ form, which keeps the split and needs only an all-reduce of per-channel sums.
 import keras
 
 from spatial_tf.annotate import split
+from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
 from spatial_tf.spec import PartialTile, Replicate, Tile
 
-__all__ = ["Split", "unfuse_batch_norm"]
+__all__ = ["Split", "HaloConv2D", "HaloConv3D", "unfuse_batch_norm"]
 
 
 def unfuse_batch_norm(model) -> list:

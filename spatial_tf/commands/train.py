@@ -113,13 +113,16 @@ def check_args(parser, args):
 
 
 # what a model.json written before an option existed means by its absence
-RECORD_DEFAULTS = {"dtype_policy": "float32", "preset": None}
+# ("conv": spatial_tf's U-Net used keras.layers.Conv3D before HaloConv3D)
+RECORD_DEFAULTS = {"dtype_policy": "float32", "preset": None, "conv": "keras"}
 
 
-def _record(args, shape):
+def _record(args, shape, existing=None):
+    """What ``model.json`` keeps; a resumed run keeps the convolution layers it began with."""
+    conv = existing["conv"] if existing else ("keras" if args.preset else "halo")
     return {"model": args.model, "shape": list(shape), "classes": args.classes,
             "depth": args.depth, "filters": args.filters, "dtype_policy": args.dtype_policy,
-            "preset": args.preset}
+            "preset": args.preset, "conv": conv}
 
 
 def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, **options):
@@ -182,7 +185,7 @@ def run(args):
         existing = {**RECORD_DEFAULTS, **existing}
         if args.dtype_policy is None:  # resume with the policy it was trained with
             args.dtype_policy = existing["dtype_policy"]
-        record = _record(args, shape)
+        record = _record(args, shape, existing)
         if existing != record:
             diff = ", ".join(f"{k} {existing.get(k)} (asked {record.get(k)})"
                              for k in sorted(record) if existing.get(k) != record.get(k))
@@ -196,7 +199,7 @@ def run(args):
 
         with strategy.scope():
             args.dtype_policy = default_dtype_policy()
-    record = _record(args, shape)
+    record = _record(args, shape, existing)
     spec = [args.spec, args.spec[:4]]
     try:
         with strategy.scope():

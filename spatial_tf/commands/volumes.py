@@ -87,7 +87,11 @@ def build_model(record):
     from spatial_tf.models import unet3d
 
     keras.utils.set_random_seed(record.get("seed", 0))
+    preset = record.get("preset")
+    # a record written before "conv" existed: keras.layers.Conv3D (same weights, another
+    # layer structure in the checkpoint)
+    options = {} if preset else {"conv": record.get("conv", "keras")}
     return unet3d(tuple(record["shape"]) + (1,), num_classes=record["classes"],
                   depth=record["depth"], base_filters=record["filters"],
-                  dtype_policy=record.get("dtype_policy", "float32"),
-                  preset=record.get("preset"))
+                  dtype_policy=record.get("dtype_policy", "float32"), preset=preset,
+                  **options)

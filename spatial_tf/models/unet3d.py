@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence, Union
 import keras
 
 from spatial_tf.checks import check_int
+from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
 from spatial_tf.models.precision import output_dtype, resolve_dtype_policy
 
 __all__ = ["unet3d", "unet", "output_size"]
@@ -27,6 +28,7 @@ _LAYERS = {
     3: (keras.layers.Conv3D, keras.layers.Conv3DTranspose, keras.layers.MaxPooling3D,
         keras.layers.Cropping3D),
 }
+_HALO_CONV = {2: HaloConv2D, 3: HaloConv3D}
 
 
 def unet3d(input_shape: Sequence[int] = (64, 64, 64, 1), num_classes: int = 2,
@@ -53,7 +55,7 @@ def unet3d(input_shape: Sequence[int] = (64, 64, 64, 1), num_classes: int = 2,
 
 def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
          base_filters: int = 8, *, batch_norm: bool = True, padding: str = "same",
-         downsample: str = "pool", norm_momentum: float = 0.99,
+         downsample: str = "pool", norm_momentum: float = 0.99, conv: str = "halo",
          dtype_policy: Optional[Union[str, keras.DTypePolicy]] = None,
          name: Optional[str] = None) -> keras.Model:
     """A U-Net for 2D ``(h, w, c)`` or 3D ``(d, h, w, c)`` inputs.
@@ -68,6 +70,12 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
       padding: ``"same"`` (output size = input size) or ``"valid"`` (the original
         U-Net: every convolution shrinks its input, skips are center-cropped).
       downsample: ``"pool"`` (2x max pooling) or ``"conv"`` (stride-2 3x3 convolution).
+      conv: ``"halo"`` (``spatial_tf.layers.HaloConv3D`` / ``HaloConv2D``: Keras'
+        convolution whose backward pass keeps split activations unpadded, the skip
+        concatenation folded into the first decoder convolution; less memory per core
+        when split, the same results and weights) or ``"keras"`` (``keras.layers.Conv3D``
+        after a ``Concatenate`` layer: the layer structure of checkpoints written
+        before ``"halo"`` existed).
       norm_momentum: batch norm's moving-average momentum (Keras' default 0.99 needs a few
         hundred steps before inference-mode statistics settle; 0.9 suits short runs).
       dtype_policy: Keras dtype policy of every layer but the logits, e.g.
@@ -87,7 +95,7 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
             f"unet: input_shape is {input_shape}; expected (height, width, channels) or "
             f"(depth, height, width, channels)."
         )
-    _check_options(depth, base_filters, padding, downsample)
+    _check_options(depth, base_filters, padding, downsample, conv)
     if isinstance(norm_momentum, bool) or not isinstance(norm_momentum, (int, float)) \
             or not 0 <= norm_momentum < 1:
         raise ValueError(f"unet: norm_momentum is {norm_momentum!r}; expected a number in "
@@ -100,11 +108,16 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
                 f"Fix: use a size such as {_valid_size(size, depth, padding, downsample)}."
             )
     policy = resolve_dtype_policy(dtype_policy, "unet")
+    halo = conv == "halo"
     conv, conv_transpose, pool, crop = (
-        lambda *a, _layer=layer, **k: _layer(*a, dtype=policy, **k) for layer in _LAYERS[ndim])
+        lambda *a, _layer=layer, **k: _layer(*a, dtype=policy, **k)
+        for layer in (_HALO_CONV[ndim] if halo else _LAYERS[ndim][0],) + _LAYERS[ndim][1:])
 
     def block(x, filters, prefix):
+        """Two convolutions with batch norm and ReLU; ``x`` may be [upsampled, skip]."""
         for i in (1, 2):
+            if isinstance(x, list) and not halo:
+                x = keras.layers.Concatenate(dtype=policy, name=f"{prefix}_concat")(x)
             x = conv(filters, 3, padding=padding, use_bias=not batch_norm, name=f"{prefix}_conv{i}")(x)
             if batch_norm:
                 x = keras.layers.BatchNormalization(momentum=norm_momentum, dtype=policy,
@@ -130,19 +143,21 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
         margins = [s - u for s, u in zip(skip.shape[1:-1], x.shape[1:-1])]
         if any(margins):
             skip = crop([(m // 2, m - m // 2) for m in margins], name=f"up{level}_crop")(skip)
-        x = keras.layers.Concatenate(dtype=policy, name=f"up{level}_concat")([x, skip])
-        x = block(x, base_filters * 2**level, f"up{level}")
+        x = block([x, skip], base_filters * 2**level, f"up{level}")
     logits = _LAYERS[ndim][0](num_classes, 1, dtype=output_dtype(policy), name="logits")(x)
     return keras.Model(inputs, logits, name=name or f"unet{ndim}d")
 
 
-def _check_options(depth, base_filters, padding, downsample):
+def _check_options(depth, base_filters, padding, downsample, conv):
     for arg, value in (("depth", depth), ("base_filters", base_filters)):
         check_int(value, arg, f"{arg}=4", where="unet")
     if padding not in ("same", "valid"):
         raise ValueError(f"unet: padding is {padding!r}; expected 'same' or 'valid'.")
     if downsample not in ("pool", "conv"):
         raise ValueError(f"unet: downsample is {downsample!r}; expected 'pool' or 'conv'.")
+    if conv not in ("halo", "keras"):
+        raise ValueError(f"unet: conv is {conv!r}; expected 'halo' (spatial_tf's "
+                         f"HaloConv layers, the default) or 'keras'.")
 
 
 def output_size(size: int, depth: int, padding: str = "same", downsample: str = "pool") -> int:

@@ -1,0 +1,162 @@
+"""Convolutions whose backward pass keeps split activations unpadded.
+
+Under spatial partitioning, XLA's SPMD partitioner gives each core's piece of a
+convolution's input a halo (the neighbours' edge rows) before convolving. TensorFlow's
+gradient of a convolution computes the kernel gradient from the *input* with that halo,
+so XLA builds the padded copy in the forward pass and keeps it until the backward pass:
+each full-resolution activation is then held once plain and once padded, and with
+pieces 8 voxels thick a padded copy is 25% larger (95% for 8³ pieces split on three
+axes). ``HaloConv2D`` / ``HaloConv3D`` compute the same kernel gradient with the roles of
+the two operands swapped, so the halo is exchanged on the *output gradient*, which
+exists only in the backward pass and is freed right after; the stored input stays
+unpadded. Results, weights and gradients are those of ``keras.layers.Conv2D`` /
+``Conv3D`` (equal to rounding; float64 agrees to about 1e-13).
+
+A list of inputs is convolved as their concatenation along the channels, without
+building it: a U-Net's skip connection then costs no extra full-resolution copy.
+
+>>> import numpy as np
+>>> layer = HaloConv3D(4, 3, padding="same")
+>>> a, b = np.ones((1, 8, 8, 8, 2), "float32"), np.ones((1, 8, 8, 8, 3), "float32")
+>>> tuple(layer([a, b]).shape), tuple(layer.kernel.shape)   # kernel of 2 + 3 channels
+((1, 8, 8, 8, 4), (3, 3, 3, 5, 4))
+
+Only stride 1, dilation 1 and ``groups=1`` take the unpadded path (the convolutions
+that need a halo in a U-Net); other settings compute TensorFlow's own gradient.
+"""
+from typing import List, Sequence
+
+import keras
+import tensorflow as tf
+
+__all__ = ["HaloConv2D", "HaloConv3D", "conv_keeping_input_unpadded"]
+
+
+def conv_keeping_input_unpadded(x, kernel, padding: str):
+    """``tf.nn.convolution(x, kernel, padding=padding)`` (stride 1, NHWC / NDHWC) whose
+    kernel gradient exchanges halos of the output gradient instead of the input.
+
+    The kernel gradient ``dW[k] = sum_p x[p + k - b] * g[p]`` (``b`` the padding before)
+    equals, reversed along the spatial axes, the kernel gradient of a convolution with
+    input ``g`` (padded by ``K - 1 - b`` before and ``K - 1 - a`` after) and output
+    gradient ``x``; TensorFlow's ``Conv*DBackpropFilter`` computes it with ``g`` as the
+    padded operand.
+
+    >>> import numpy as np
+    >>> x = tf.constant(np.arange(16.0).reshape(1, 4, 4, 1))
+    >>> w = tf.ones((3, 3, 1, 1), tf.float64)
+    >>> y = conv_keeping_input_unpadded(x, w, "SAME")
+    >>> bool(tf.reduce_all(y == tf.nn.convolution(x, w, padding="SAME")))
+    True
+    """
+    rank = len(x.shape) - 2
+    if rank not in (2, 3):
+        raise ValueError(f"conv_keeping_input_unpadded: x has shape {x.shape}; expected a "
+                         f"batch of 2D (NHWC) or 3D (NDHWC) inputs.")
+    padding = padding.upper()
+    backprop_input, backprop_filter = _BACKPROP[rank]
+
+    @tf.custom_gradient
+    def conv(x, kernel):
+        y = tf.nn.convolution(x, kernel, padding=padding)
+
+        def grad(g):
+            ones = [1] * (rank + 2)
+            dx = backprop_input(input_sizes=tf.shape(x), filter=kernel, out_backprop=g,
+                                strides=ones, padding=padding)
+            sizes = kernel.shape[:rank]
+            pads = [[0, 0]]
+            for size in sizes:  # where the forward convolution padded x: (before, after)
+                before, after = ((size - 1) // 2, size - 1 - (size - 1) // 2) \
+                    if padding == "SAME" else (0, 0)
+                pads.append([size - 1 - before, size - 1 - after])
+            if padding == "SAME" and all(size % 2 for size in sizes):
+                g_padded, swapped_padding = g, "SAME"   # the same padding on both sides
+            else:
+                g_padded, swapped_padding = tf.pad(g, pads + [[0, 0]]), "VALID"
+            swapped = backprop_filter(
+                input=g_padded, filter_sizes=list(sizes) + [kernel.shape[-1], kernel.shape[-2]],
+                out_backprop=x, strides=ones, padding=swapped_padding)
+            spatial = list(range(rank))
+            dw = tf.transpose(tf.reverse(swapped, spatial), spatial + [rank + 1, rank])
+            return dx, dw
+
+        return y, grad
+
+    return conv(x, kernel)
+
+
+_BACKPROP = {
+    2: (tf.raw_ops.Conv2DBackpropInput, tf.raw_ops.Conv2DBackpropFilter),
+    3: (tf.raw_ops.Conv3DBackpropInputV2, tf.raw_ops.Conv3DBackpropFilterV2),
+}
+
+
+class _HaloConv:
+    """What ``HaloConv2D`` and ``HaloConv3D`` add to Keras' convolution."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.input_spec = None  # a list of inputs is accepted; build() checks shapes
+        self._channels: List[int] = []
+
+    def build(self, input_shape):
+        shapes = _shapes(input_shape)
+        rank = self.rank + 2
+        for i, shape in enumerate(shapes):
+            if len(shape) != rank or shape[-1] is None:
+                raise ValueError(
+                    f"{self.name}: input {i} has shape {tuple(shape)}; expected {rank} axes "
+                    f"(batch, {self.rank} spatial, channels) with a known channel count.")
+            if tuple(shape[1:-1]) != tuple(shapes[0][1:-1]):
+                raise ValueError(
+                    f"{self.name}: input {i} has spatial shape {tuple(shape[1:-1])} but "
+                    f"input 0 has {tuple(shapes[0][1:-1])}; the inputs are concatenated "
+                    f"along the channels, so their spatial shapes must match. Fix: crop or "
+                    f"pad them to one size first.")
+        self._channels = [int(shape[-1]) for shape in shapes]
+        super().build(tuple(shapes[0][:-1]) + (sum(self._channels),))
+        self.input_spec = None
+
+    def compute_output_shape(self, input_shape):
+        shapes = _shapes(input_shape)
+        return super().compute_output_shape(
+            tuple(shapes[0][:-1]) + (sum(int(s[-1]) for s in shapes),))
+
+    def call(self, inputs):
+        inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        plain = (self.data_format != "channels_last" or self.groups != 1
+                 or any(s != 1 for s in self.strides)
+                 or any(d != 1 for d in self.dilation_rate))
+        kernel = tf.convert_to_tensor(self.kernel)
+        outputs, start = [], 0
+        for x, channels in zip(inputs, self._channels):
+            part = kernel[..., start:start + channels, :] if len(inputs) > 1 else kernel
+            start += channels
+            outputs.append(self.convolution_op(x, part) if plain
+                           else conv_keeping_input_unpadded(x, part, self.padding))
+        y = tf.add_n(outputs) if len(outputs) > 1 else outputs[0]
+        if self.use_bias:
+            y = y + self.bias
+        return self.activation(y) if self.activation is not None else y
+
+
+def _shapes(input_shape) -> Sequence[Sequence]:
+    """One shape per input: ``input_shape`` is one shape or a list of them."""
+    if input_shape and isinstance(input_shape[0], (list, tuple)):
+        return [tuple(s) for s in input_shape]
+    return [tuple(input_shape)]
+
+
+@keras.saving.register_keras_serializable(package="spatial_tf")
+class HaloConv2D(_HaloConv, keras.layers.Conv2D):
+    """``keras.layers.Conv2D`` (same arguments, weights and results) that takes one input
+    or a list to concatenate along the channels, and whose backward pass keeps a split
+    input unpadded (see the module docstring)."""
+
+
+@keras.saving.register_keras_serializable(package="spatial_tf")
+class HaloConv3D(_HaloConv, keras.layers.Conv3D):
+    """``keras.layers.Conv3D`` (same arguments, weights and results) that takes one input
+    or a list to concatenate along the channels, and whose backward pass keeps a split
+    input unpadded (see the module docstring)."""
