@@ -39,6 +39,8 @@ def parse_args(argv=None):
     p.add_argument("--filters", type=int, default=8, help="filters at the top level (default 8)")
     p.add_argument("--spec", default="1,2,2,2,1", help="split of the volume (default 1,2,2,2,1)")
     p.add_argument("--steps", type=int, default=5, help="timed steps per variant (default 5)")
+    p.add_argument("--conv", choices=["halo", "keras"], default="halo",
+                   help="the U-Net's convolutions: HaloConv3D (default) or keras.layers.Conv3D")
     p.add_argument("--xla-options", action="store_true", help="also time each XLA CPU option")
     return p.parse_args(argv)
 
@@ -70,7 +72,8 @@ def main(argv=None):
     from spatial_tf.table import format_bytes, format_table
 
     keras.utils.set_random_seed(0)
-    model = unet3d((args.size,) * 3 + (1,), num_classes=2, depth=args.depth, base_filters=args.filters)
+    model = unet3d((args.size,) * 3 + (1,), num_classes=2, depth=args.depth,
+                   base_filters=args.filters, conv=args.conv)
     optimizer = keras.optimizers.SGD(0.01, momentum=0.9)
     optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)
@@ -87,7 +90,8 @@ def main(argv=None):
         return loss
 
     print(f"3D U-Net depth {args.depth}, {args.filters}-{args.filters * 2 ** (args.depth - 1)} filters, "
-          f"batch norm, {args.size}^3, batch 1, SGD train step; split {spec} over {cores} cores; "
+          f"{'HaloConv3D' if args.conv == 'halo' else 'Conv3D'}, batch norm, {args.size}^3, "
+          f"batch 1, SGD train step; split {spec} over {cores} cores; "
           f"{model.count_params():,} parameters; host has {os.cpu_count()} CPUs", flush=True)
 
     emulator = Emulator(num_cores_per_replica=cores)

@@ -18,6 +18,7 @@ checking the partitioned program, not a TPU forecast.
     python benchmarks/unet3d_scaling.py --size 96
     python benchmarks/unet3d_scaling.py --preset model_garden --steps 2
     python benchmarks/unet3d_scaling.py --size 32 --steps 0   # memory only
+    python benchmarks/unet3d_scaling.py --conv keras          # keras.layers.Conv3D instead
 """
 import argparse
 import os
@@ -59,6 +60,9 @@ def main(argv=None):
     p.add_argument("--filters", type=int, default=None,
                    help="filters at the top level (default 8, or the preset's)")
     p.add_argument("--classes", type=int, default=3, help="classes (default 3)")
+    p.add_argument("--conv", choices=["halo", "keras"], default="halo",
+                   help="the U-Net's convolutions: spatial_tf.layers.HaloConv3D (default) or "
+                        "keras.layers.Conv3D after a Concatenate layer")
     p.add_argument("--dtype-policy", default="float32",
                    help="Keras dtype policy of the layers (default float32; mixed_bfloat16)")
     p.add_argument("--steps", type=int, default=3,
@@ -79,8 +83,10 @@ def main(argv=None):
     depth = args.depth or defaults["depth"]
     filters = args.filters or defaults["base_filters"]
     keras.utils.set_random_seed(0)
+    options = {} if args.preset else {"conv": args.conv}
     model = unet3d((args.size,) * 3 + (1,), num_classes=args.classes, depth=depth,
-                   base_filters=filters, preset=args.preset, dtype_policy=args.dtype_policy)
+                   base_filters=filters, preset=args.preset, dtype_policy=args.dtype_policy,
+                   **options)
     optimizer = keras.optimizers.SGD(0.01)
     optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)
@@ -88,7 +94,8 @@ def main(argv=None):
     labels = tf.constant(rng.integers(0, args.classes, size=(1,) + (args.size,) * 3), tf.int32)
     top = filters * (2 if args.preset else 1) * 2 ** (depth - 1)
     title = ("Model Garden's volumetric 3D U-Net" if args.preset else "3D U-Net")
-    description = (f"{title} depth {depth}, {filters}-{top} filters, batch norm, "
+    convs = "" if args.preset else f"{'HaloConv3D' if args.conv == 'halo' else 'Conv3D'}, "
+    description = (f"{title} depth {depth}, {filters}-{top} filters, {convs}batch norm, "
                    f"{model.count_params() / 1e6:.2f} M parameters, {args.dtype_policy}, "
                    f"{args.size}^3, {args.classes} classes, batch 1, SGD, spatial_tf "
                    f"cross-entropy + soft Dice")

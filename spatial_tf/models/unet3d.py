@@ -109,7 +109,7 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
             )
     policy = resolve_dtype_policy(dtype_policy, "unet")
     halo = conv == "halo"
-    conv, conv_transpose, pool, crop = (
+    convolution, conv_transpose, pool, crop = (
         lambda *a, _layer=layer, **k: _layer(*a, dtype=policy, **k)
         for layer in (_HALO_CONV[ndim] if halo else _LAYERS[ndim][0],) + _LAYERS[ndim][1:])
 
@@ -118,7 +118,8 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
         for i in (1, 2):
             if isinstance(x, list) and not halo:
                 x = keras.layers.Concatenate(dtype=policy, name=f"{prefix}_concat")(x)
-            x = conv(filters, 3, padding=padding, use_bias=not batch_norm, name=f"{prefix}_conv{i}")(x)
+            x = convolution(filters, 3, padding=padding, use_bias=not batch_norm,
+                            name=f"{prefix}_conv{i}")(x)
             if batch_norm:
                 x = keras.layers.BatchNormalization(momentum=norm_momentum, dtype=policy,
                                                     name=f"{prefix}_bn{i}")(x)
@@ -133,8 +134,8 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
         if downsample == "pool":
             x = pool(2, name=f"down{level}_pool")(x)
         else:
-            x = conv(base_filters * 2**level, 3, strides=2, padding=padding,
-                     name=f"down{level}_stride2")(x)
+            x = convolution(base_filters * 2**level, 3, strides=2, padding=padding,
+                            name=f"down{level}_stride2")(x)
     x = block(x, base_filters * 2 ** (depth - 1), "bottom")
     for level in reversed(range(depth - 1)):
         x = conv_transpose(base_filters * 2**level, 2, strides=2, use_bias=not batch_norm,

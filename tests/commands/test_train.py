@@ -93,6 +93,23 @@ def test_a_record_without_a_dtype_policy_was_float32(capsys, tmp_path):
     assert snapshot(str(tmp_path)) == before
 
 
+def test_a_record_without_conv_rebuilds_keras_conv3d():
+    """Model dirs written before HaloConv3D keep their checkpoint's layer structure."""
+    import keras
+
+    from spatial_tf.commands import volumes
+    from spatial_tf.layers import HaloConv3D
+
+    old = {"model": "unet3d", "shape": [8, 8, 8], "classes": 2, "depth": 2, "filters": 2,
+           "dtype_policy": "float32", "preset": None}
+    model = volumes.build_model(old)
+    assert type(model.get_layer("up0_conv1")) is keras.layers.Conv3D
+    assert type(model.get_layer("up0_concat")) is keras.layers.Concatenate
+    new = volumes.build_model({**old, "conv": "halo"})
+    assert type(new.get_layer("up0_conv1")) is HaloConv3D
+    assert "up0_concat" not in [layer.name for layer in new.layers]
+
+
 @pytest.mark.emulator
 @pytest.mark.slow
 def test_the_dtype_policy_is_recorded_and_kept_on_resume(capsys, tmp_path):

@@ -15,7 +15,7 @@ TINY = dict(depth=2, base_filters=4, num_classes=3)
 def test_every_layer_but_the_logits_computes_in_bfloat16():
     model = unet3d((8, 8, 8, 1), dtype_policy="mixed_bfloat16", **TINY)
     inner = [layer for layer in model.layers if layer.name not in ("image", "logits")]
-    assert len(inner) == 21  # 3 blocks x 2 x (conv, bn, relu) + pool, transpose, concat
+    assert len(inner) == 20  # 3 blocks x 2 x (conv, bn, relu) + pool, transpose
     assert {layer.compute_dtype for layer in inner} == {"bfloat16"}
     assert {v.dtype for v in model.weights} == {"float32"}
     assert model.get_layer("logits").compute_dtype == "float32"
