@@ -57,11 +57,13 @@ def test_missing_file(tmp_path):
         volume_dataset([(tmp_path / "im.npy", tmp_path / "lb.npy")], 2)
 
 
+# ids by file name: a test id must not hold the bytes (gzip stamps the time into them, and
+# pytest-xdist's workers must collect identical ids)
 @pytest.mark.parametrize("name, content", [
-    ("broken.nii.gz", gzip.compress(b"not a nifti header at all" * 20)),
+    ("broken.nii.gz", gzip.compress(b"not a nifti header at all" * 20, mtime=0)),
     ("broken.nii", b"\x00" * 100),
     ("broken.npy", b"garbage"),
-])
+], ids=["nii.gz", "nii", "npy"])
 def test_corrupt_file(tmp_path, name, content):
     (tmp_path / name).write_bytes(content)
     with pytest.raises(ValueError, match=rf"{name}: cannot read it as a .* volume.*Fix: re-download"):
