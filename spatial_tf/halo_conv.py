@@ -52,7 +52,8 @@ def conv_keeping_input_unpadded(x, kernel, padding: str):
     rank = len(x.shape) - 2
     if rank not in (2, 3):
         raise ValueError(f"conv_keeping_input_unpadded: x has shape {x.shape}; expected a "
-                         f"batch of 2D (NHWC) or 3D (NDHWC) inputs.")
+                         f"batch of 2D (NHWC) or 3D (NDHWC) inputs. Fix: put the batch axis first and "
+                         f"the channels last.")
     padding = padding.upper()
     backprop_input, backprop_filter = _BACKPROP[rank]
 
@@ -107,7 +108,8 @@ class _HaloConv:
             if len(shape) != rank or shape[-1] is None:
                 raise ValueError(
                     f"{self.name}: input {i} has shape {tuple(shape)}; expected {rank} axes "
-                    f"(batch, {self.rank} spatial, channels) with a known channel count.")
+                    f"(batch, {self.rank} spatial, channels) with a known channel count. "
+                    f"Fix: give each input its batch axis and channels last.")
             if tuple(shape[1:-1]) != tuple(shapes[0][1:-1]):
                 raise ValueError(
                     f"{self.name}: input {i} has spatial shape {tuple(shape[1:-1])} but "

@@ -95,12 +95,13 @@ def tfrecord_dataset(paths: Any, num_classes: int,
 
     def parse(record):
         f = tf.io.parse_single_example(record, FEATURES)
-        tf.debugging.assert_equal(
+        same_shape = tf.debugging.assert_equal(
             f["shape"], tf.constant(shape, tf.int64),
             message=f"tfrecord_dataset: a record has a shape other than {shape}; expected one size "
                     f"for the dataset. Fix: pass shape=, resample, or pad to a common size")
-        image = tf.reshape(tf.io.decode_raw(f["image"], tf.float32, little_endian=True), shape)
-        labels = tf.reshape(tf.io.decode_raw(f["labels"], tf.int32, little_endian=True), shape)
+        with tf.control_dependencies([same_shape]):  # checked before the reshapes can fail
+            image = tf.reshape(tf.io.decode_raw(f["image"], tf.float32, little_endian=True), shape)
+            labels = tf.reshape(tf.io.decode_raw(f["labels"], tf.int32, little_endian=True), shape)
         tf.debugging.assert_less(
             tf.reduce_max(labels), num_classes,
             message=f"tfrecord_dataset: a label is >= num_classes={num_classes}. Fix: pass the "

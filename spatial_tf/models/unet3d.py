@@ -158,7 +158,9 @@ def _check_options(depth, base_filters, padding, downsample, conv):
         raise ValueError(f"unet: downsample is {downsample!r}; expected 'pool' or 'conv'.")
     if conv not in ("halo", "keras"):
         raise ValueError(f"unet: conv is {conv!r}; expected 'halo' (spatial_tf's "
-                         f"HaloConv layers, the default) or 'keras'.")
+                         f"HaloConv layers, the default) or 'keras'. Fix: conv='keras' "
+                         f"rebuilds the layer structure of checkpoints written before "
+                         f"'halo' existed; else leave the default.")
 
 
 def output_size(size: int, depth: int, padding: str = "same", downsample: str = "pool") -> int:
