@@ -66,14 +66,14 @@ def conv_keeping_input_unpadded(x, kernel, padding: str):
             dx = backprop_input(input_sizes=tf.shape(x), filter=kernel, out_backprop=g,
                                 strides=ones, padding=padding)
             sizes = kernel.shape[:rank]
-            pads = [[0, 0]]
-            for size in sizes:  # where the forward convolution padded x: (before, after)
-                before, after = ((size - 1) // 2, size - 1 - (size - 1) // 2) \
-                    if padding == "SAME" else (0, 0)
-                pads.append([size - 1 - before, size - 1 - after])
             if padding == "SAME" and all(size % 2 for size in sizes):
                 g_padded, swapped_padding = g, "SAME"   # the same padding on both sides
             else:
+                pads = [[0, 0]]
+                for size in sizes:  # where the forward convolution padded x: (before, after)
+                    before, after = ((size - 1) // 2, size - 1 - (size - 1) // 2) \
+                        if padding == "SAME" else (0, 0)
+                    pads.append([size - 1 - before, size - 1 - after])
                 g_padded, swapped_padding = tf.pad(g, pads + [[0, 0]]), "VALID"
             swapped = backprop_filter(
                 input=g_padded, filter_sizes=list(sizes) + [kernel.shape[-1], kernel.shape[-2]],
