@@ -29,7 +29,7 @@ from typing import List, Sequence
 import keras
 import tensorflow as tf
 
-__all__ = ["HaloConv2D", "HaloConv3D", "conv_keeping_input_unpadded"]
+__all__ = ["HaloConv2D", "HaloConv3D", "conv_keeping_input_unpadded", "conv_of_concatenation"]
 
 
 def conv_keeping_input_unpadded(x, kernel, padding: str):
@@ -87,6 +87,29 @@ def conv_keeping_input_unpadded(x, kernel, padding: str):
     return conv(x, kernel)
 
 
+def conv_of_concatenation(pieces: Sequence, kernel, padding: str):
+    """``conv_keeping_input_unpadded(concat(pieces, -1), kernel, padding)`` without building
+    the concatenation: each piece is convolved with its slice of the kernel's input
+    channels and the results are summed.
+
+    >>> import numpy as np
+    >>> a, b = tf.ones((1, 4, 4, 2), tf.float64), tf.ones((1, 4, 4, 1), tf.float64)
+    >>> w = tf.constant(np.arange(27.0).reshape(3, 3, 3, 1))
+    >>> y = conv_of_concatenation([a, b], w, "SAME")
+    >>> bool(tf.reduce_all(y == tf.nn.convolution(tf.concat([a, b], -1), w, padding="SAME")))
+    True
+    """
+    if len(pieces) == 1:
+        return conv_keeping_input_unpadded(pieces[0], kernel, padding)
+    outputs, start = [], 0
+    for x in pieces:
+        channels = int(x.shape[-1])
+        outputs.append(conv_keeping_input_unpadded(x, kernel[..., start:start + channels, :],
+                                                   padding))
+        start += channels
+    return tf.add_n(outputs)
+
+
 _BACKPROP = {
     2: (tf.raw_ops.Conv2DBackpropInput, tf.raw_ops.Conv2DBackpropFilter),
     3: (tf.raw_ops.Conv3DBackpropInputV2, tf.raw_ops.Conv3DBackpropFilterV2),
@@ -131,13 +154,15 @@ class _HaloConv:
                  or any(s != 1 for s in self.strides)
                  or any(d != 1 for d in self.dilation_rate))
         kernel = tf.convert_to_tensor(self.kernel)
-        outputs, start = [], 0
-        for x, channels in zip(inputs, self._channels):
-            part = kernel[..., start:start + channels, :] if len(inputs) > 1 else kernel
-            start += channels
-            outputs.append(self.convolution_op(x, part) if plain
-                           else conv_keeping_input_unpadded(x, part, self.padding))
-        y = tf.add_n(outputs) if len(outputs) > 1 else outputs[0]
+        if plain:
+            outputs, start = [], 0
+            for x, channels in zip(inputs, self._channels):
+                part = kernel[..., start:start + channels, :] if len(inputs) > 1 else kernel
+                start += channels
+                outputs.append(self.convolution_op(x, part))
+            y = tf.add_n(outputs) if len(outputs) > 1 else outputs[0]
+        else:
+            y = conv_of_concatenation(inputs, kernel, self.padding)
         if self.use_bias:
             y = y + self.bias
         return self.activation(y) if self.activation is not None else y

@@ -20,50 +20,21 @@ results) whose backward pass keeps a split input unpadded, taking less memory pe
 (``spatial_tf.halo_conv``); they also convolve a list of inputs as their channel
 concatenation without building it.
 
-``unfuse_batch_norm(model)`` switches tf_keras' fused batch norm (``FusedBatchNormV3``,
-which XLA cannot partition: it gathers the whole activation on every core) to the unfused
-form, which keeps the split and needs only an all-reduce of per-channel sums.
+``partition_friendly(model)`` changes a user's built Keras or tf_keras model in place so
+its training step keeps the split: tf_keras' fused batch norm (``FusedBatchNormV3``, which
+XLA cannot partition: it gathers the whole activation on every core) becomes the unfused
+form, and stride-1 convolutions compute their kernel gradient as ``HaloConv*D`` does
+(``spatial_tf.partition_friendly``). ``unfuse_batch_norm(model)`` does the first part only.
 """
 import keras
 
 from spatial_tf.annotate import split
 from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
+from spatial_tf.partition_friendly import Change, partition_friendly, unfuse_batch_norm
 from spatial_tf.spec import PartialTile, Replicate, Tile
 
-__all__ = ["Split", "HaloConv2D", "HaloConv3D", "unfuse_batch_norm"]
-
-
-def unfuse_batch_norm(model) -> list:
-    """Make every fused batch norm layer of ``model`` (nested models and layers too) unfused.
-
-    For tf_keras models (Model Garden's), whose ``BatchNormalization`` uses the fused
-    kernel by default; the weights and the math are unchanged (the same normalization
-    by batch statistics, and the same moving averages). Call it before the first
-    (traced) step: a step already compiled keeps the kernel it was traced with. Keras 3's ``BatchNormalization`` is never fused: nothing changes.
-    Returns the names of the layers changed.
-
-    >>> import keras
-    >>> model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.BatchNormalization()])
-    >>> unfuse_batch_norm(model)
-    []
-    """
-    if not hasattr(model, "trainable_weights"):
-        raise TypeError(f"unfuse_batch_norm: got {type(model).__name__}; expected a Keras or "
-                        f"tf_keras model (or layer).")
-    changed, pending, seen = [], [model], set()
-    while pending:  # the model, its layers, nested models' layers
-        layer = pending.pop(0)
-        if id(layer) in seen:
-            continue
-        seen.add(id(layer))
-        if "BatchNormalization" in type(layer).__name__ and getattr(layer, "fused", False) is not False:
-            layer.fused = False  # None (decided at build) or True: both may pick the fused kernel
-            changed.append(layer.name)
-        pending.extend(getattr(layer, "layers", []))
-        # layers a custom layer holds in its attributes (Model Garden's blocks keep their
-        # batch norms in lists): tf_keras layers are tf.Modules, which list them all
-        pending.extend(getattr(layer, "submodules", ()))
-    return changed
+__all__ = ["Split", "HaloConv2D", "HaloConv3D", "partition_friendly", "Change",
+           "unfuse_batch_norm"]
 
 
 @keras.saving.register_keras_serializable(package="spatial_tf")

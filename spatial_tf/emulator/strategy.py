@@ -29,6 +29,7 @@ import collections
 import contextlib
 import logging
 import time
+import warnings
 import weakref
 
 import numpy as np
@@ -44,7 +45,11 @@ from spatial_tf.emulator.replica import EmulatedReplicaContext, tracing_program
 from spatial_tf.emulator.trace import CallSignature, outline, trace
 from spatial_tf.spec import Replicate, check_num_cores_per_replica, validate
 
-__all__ = ["Emulator"]
+__all__ = ["Emulator", "UnsplitStepWarning"]
+
+
+class UnsplitStepWarning(UserWarning):
+    """A step run on several cores per replica has no split in it: it runs replicated."""
 
 _log = logging.getLogger("spatial_tf")
 
@@ -184,10 +189,27 @@ class Emulator(tf.distribute.Strategy):
         if step is None:
             step = _Step(self, fn, signature)
             self._steps[key] = step
+            self._warn_if_unsplit(fn, step.traced)
             while len(self._steps) > MAX_CACHED_STEPS:
                 self._steps.popitem(last=False)
         self._steps.move_to_end(key)
         return step
+
+    def _warn_if_unsplit(self, fn, traced):
+        """Warn once per step name when a step for several cores has no annotation at all."""
+        if self.num_cores_per_replica == 1 or _has_sharding(traced.module):
+            return
+        name = _step_name(fn, traced.name)
+        if ("unsplit", name) in self._warned:
+            return
+        self._warned.add(("unsplit", name))
+        warnings.warn(
+            f"spatial_tf.Emulator: the step {name} has no split in it, so each of the "
+            f"{self.num_cores_per_replica} cores of a replica computes all of it (no memory "
+            f"is saved). Fix: split the input, e.g. a spatial_tf.layers.Split([1, "
+            f"{self.num_cores_per_replica}, 1, 1]) layer right after the model's input, or "
+            f"spatial_tf.split(features, spec) at the start of the step.",
+            UnsplitStepWarning, stacklevel=2)
 
     def _outline(self, fn, signature):
         """``fn``'s ``Outline`` for ``signature`` (sizes may be unknown), traced in the
@@ -331,6 +353,28 @@ class _FunctionKey:
         return (isinstance(other, _FunctionKey) and self._ids == other._ids
                 and self._alive() and other._alive()
                 and all(a() is b() for a, b in zip(self._refs, other._refs)))
+
+
+_KERAS_STEPS = {"Trainer.train_step": "Model.train_step, run by Keras' fit",
+                "Trainer.test_step": "Model.test_step, run by Keras' evaluate",
+                "Trainer.predict_step": "Model.predict_step, run by Keras' predict"}
+
+
+def _step_name(fn, traced_name):
+    """``'train_step'``, or for Keras' own steps which of them it is."""
+    python_fn = getattr(fn, "python_function", fn)
+    qualname = getattr(python_fn, "__qualname__", "") or ""
+    for method, what in _KERAS_STEPS.items():
+        if method in qualname or method in traced_name:
+            return f"'{traced_name}' ({what})"
+    return f"'{traced_name}'"
+
+
+def _has_sharding(module) -> bool:
+    """Whether any instruction of the HLO module carries a sharding annotation."""
+    return any(instruction.HasField("sharding")
+               for computation in module.computations
+               for instruction in computation.instructions)
 
 
 def _product_hints(dims, product, cores, tensor):

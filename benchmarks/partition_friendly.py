@@ -1,0 +1,166 @@
+"""Benchmark: per-core memory of users' own Keras models, as written and after
+``spatial_tf.layers.partition_friendly``.
+
+The models are written the way a Keras user writes them, with Keras layers only (no
+spatial_tf layer inside):
+
+- ``unet3d``: a 3D U-Net in the style of keras-io's segmentation examples (two
+  ``Conv3D`` + ``BatchNormalization`` + ReLU per level, ``MaxPooling3D``,
+  ``Conv3DTranspose`` and ``Concatenate`` on the way up), 3 levels, 8-32 filters, 64^3,
+  1 channel, 3 classes, batch 1, SGD; loss: ``spatial_tf.losses.sparse_categorical_crossentropy``
+  (``--loss keras`` for Keras' own).
+- ``resnet2d``: a ResNet-style 2D classifier (7x7 stride-2 stem, three stages of two
+  residual blocks, stride-2 3x3 convs between stages, global average pooling, dense head),
+  256^2, 3 channels, 10 classes, batch 2, SGD, Keras' sparse cross-entropy.
+
+Each train step is compiled by XLA's SPMD partitioner on ``N`` emulated cores for each
+spec. Printed per spec and model form: temp bytes per core, the memory scaling
+efficiency E(N) = temp(1) / (N * temp(N)) (temp(1): the same step unpartitioned), and the
+number of all-gathers / all-to-alls. These are XLA:CPU figures from the emulator, not TPU
+measurements.
+
+    python benchmarks/partition_friendly.py                   # unet3d, 8 cores
+    python benchmarks/partition_friendly.py --model resnet2d  # 4 cores
+    python benchmarks/partition_friendly.py --size 32         # quicker
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+SPECS = {"unet3d": ([1, 8, 1, 1, 1], [1, 2, 2, 2, 1]), "resnet2d": ([1, 4, 1, 1], [1, 2, 2, 1])}
+CORES = {"unet3d": 8, "resnet2d": 4}
+
+
+def keras_unet3d(size, depth=3, filters=8, classes=3):
+    """A 3D U-Net as keras-io's examples write one (Keras layers only)."""
+    import keras
+    from keras import layers
+
+    def block(x, n):
+        for _ in range(2):
+            x = layers.Conv3D(n, 3, padding="same", use_bias=False)(x)
+            x = layers.BatchNormalization()(x)
+            x = layers.Activation("relu")(x)
+        return x
+
+    inputs = keras.Input((size, size, size, 1))
+    x, skips = inputs, []
+    for level in range(depth - 1):
+        x = block(x, filters * 2 ** level)
+        skips.append(x)
+        x = layers.MaxPooling3D(2)(x)
+    x = block(x, filters * 2 ** (depth - 1))
+    for level in reversed(range(depth - 1)):
+        x = layers.Conv3DTranspose(filters * 2 ** level, 2, strides=2, padding="same")(x)
+        x = layers.Concatenate()([x, skips[level]])
+        x = block(x, filters * 2 ** level)
+    return keras.Model(inputs, layers.Conv3D(classes, 1)(x), name="keras_unet3d")
+
+
+def keras_resnet2d(size, classes=10):
+    """A small ResNet-style classifier (Keras layers only)."""
+    import keras
+    from keras import layers
+
+    def conv_bn(x, n, k, strides=1, relu=True):
+        x = layers.Conv2D(n, k, strides=strides, padding="same", use_bias=False)(x)
+        x = layers.BatchNormalization()(x)
+        return layers.Activation("relu")(x) if relu else x
+
+    inputs = keras.Input((size, size, 3))
+    x = conv_bn(inputs, 16, 7, strides=2)
+    x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
+    for stage, n in enumerate((16, 32, 64)):
+        for block in range(2):
+            strides = 2 if stage and not block else 1
+            shortcut = x
+            if strides != 1 or x.shape[-1] != n:
+                shortcut = conv_bn(x, n, 1, strides=strides, relu=False)
+            y = conv_bn(x, n, 3, strides=strides)
+            y = conv_bn(y, n, 3, relu=False)
+            x = layers.Activation("relu")(layers.Add()([y, shortcut]))
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, layers.Dense(classes)(x), name="keras_resnet2d")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=sorted(SPECS), default="unet3d")
+    p.add_argument("--size", type=int, default=None,
+                   help="image / volume edge (default 64 for unet3d, 256 for resnet2d)")
+    p.add_argument("--loss", choices=["spatial_tf", "keras"], default="spatial_tf",
+                   help="unet3d's loss: spatial_tf.losses' or Keras' sparse cross-entropy")
+    args = p.parse_args(argv)
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import spatial_tf
+    from spatial_tf.layers import partition_friendly
+    from spatial_tf.table import format_bytes, format_table
+
+    size = args.size or (64 if args.model == "unet3d" else 256)
+    cores = CORES[args.model]
+    rng = np.random.default_rng(0)
+    if args.model == "unet3d":
+        batch, classes = 1, 3
+        image = tf.constant(rng.normal(size=(batch, size, size, size, 1)), tf.float32)
+        labels = tf.constant(rng.integers(0, classes, (batch, size, size, size)), tf.int32)
+        if args.loss == "spatial_tf":
+            loss_fn = lambda y, p: spatial_tf.losses.sparse_categorical_crossentropy(  # noqa: E731
+                y, p, from_logits=True)
+        else:
+            loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    else:
+        batch, classes = 2, 10
+        image = tf.constant(rng.normal(size=(batch, size, size, 3)), tf.float32)
+        labels = tf.constant(rng.integers(0, classes, (batch,)), tf.int32)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    print(f"{args.model} at {size}, batch {batch}, {cores} emulated cores, loss "
+          f"{args.loss if args.model == 'unet3d' else 'keras'}", flush=True)
+
+    rows = []
+    for form in ("as written", "partition_friendly"):
+        for spec in SPECS[args.model]:
+            emulator = spatial_tf.Emulator(cores)
+            with emulator.scope():
+                keras.utils.set_random_seed(0)
+                model = keras_unet3d(size) if args.model == "unet3d" else keras_resnet2d(size)
+                optimizer = keras.optimizers.SGD(0.01)
+                optimizer.build(model.trainable_variables)
+            if form == "partition_friendly":
+                partition_friendly(model, warn=False)
+            label_spec = spec[:-1] if args.model == "unet3d" else None
+
+            def step(image, labels):
+                image, labels = spatial_tf.split((image, labels), [spec, label_spec])
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(labels, model(image, training=True))
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                return loss
+
+            report = emulator.report(step, args=(image, labels))
+            kinds = report.by_kind()
+            temp1, temp = report.unpartitioned["temp"], report.partitioned["temp"]
+            rows.append([form, ",".join(map(str, spec)), format_bytes(temp1),
+                         format_bytes(temp), f"{temp1 / (cores * temp):.2f}",
+                         kinds.get("all-gather", {}).get("count", 0),
+                         kinds.get("all-to-all", {}).get("count", 0)])
+            print(f"  {form}, {spec}: done", flush=True)
+    print()
+    print(format_table(
+        ["model", "spec", "temp unpartitioned", "temp/core", f"E({cores})", "all-gathers",
+         "all-to-alls"], rows,
+        right=("temp unpartitioned", "temp/core", f"E({cores})", "all-gathers", "all-to-alls"),
+        title=f"{args.model} train step at {size}, per core, on {cores} emulated cores"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

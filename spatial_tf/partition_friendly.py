@@ -1,0 +1,306 @@
+"""Make a user's built Keras or tf_keras model keep its split through the training step.
+
+XLA's SPMD partitioner keeps a split activation split through most layers, but two
+kinds of layer, as TensorFlow computes them, cost memory on every core:
+
+- tf_keras' fused batch norm (``FusedBatchNormV3``) cannot be partitioned: XLA gathers
+  the whole activation on every core. The unfused form computes the same normalization
+  and moving averages and needs only an all-reduce of per-channel sums.
+- A stride-1 convolution's kernel gradient, as TensorFlow computes it, reads the *input*
+  with its halo: XLA builds that padded copy in the forward pass and keeps it until the
+  backward pass, beside the plain input. The same gradient computed from the output
+  gradient's halo (``spatial_tf.halo_conv.conv_keeping_input_unpadded``) keeps the stored
+  input unpadded.
+
+``partition_friendly(model)`` changes both in place, on the layer objects the model (or a
+framework such as Model Garden's trainer) already holds: no layer is replaced, so weights,
+variable names and checkpoint keys stay as they are, and a checkpoint written before the
+call restores after it and the reverse. Results and gradients are the same (float64
+agrees to rounding). Call it before the first step is traced.
+
+>>> import keras
+>>> inputs = keras.Input((8, 8, 1))
+>>> x = keras.layers.Conv2D(4, 3, padding="same", name="conv")(inputs)
+>>> model = keras.Model(inputs, keras.layers.Conv2D(2, 1, strides=2, name="head")(x))
+>>> for change in partition_friendly(model):
+...     print(change)
+functional/conv: Conv2D -> Conv2D computing its kernel gradient from the output gradient's halo (a stride-1 convolution's kernel gradient otherwise keeps a padded copy of its input from the forward to the backward pass)
+functional/head: Conv2D -> unchanged (XLA partitions a strided convolution's gradients with halo exchanges only; the halo form would need the output gradient upsampled with zeros, which costs more)
+>>> [c for c in partition_friendly(model) if c.changed]   # idempotent: nothing left
+[]
+"""
+import dataclasses
+import warnings
+from typing import Callable, Iterator, List, Optional, Tuple
+
+import tensorflow as tf
+
+from spatial_tf.halo_conv import conv_of_concatenation
+
+__all__ = ["partition_friendly", "Change", "PartitionFriendlyWarning", "unfuse_batch_norm"]
+
+_MARK = "_spatial_tf_partition_friendly"
+
+_HALO = ("{name} computing its kernel gradient from the output gradient's halo",
+         "a stride-1 convolution's kernel gradient otherwise keeps a padded copy of its "
+         "input from the forward to the backward pass")
+_UNFUSED = ("{name}(fused=False)",
+            "fused batch norm (FusedBatchNormV3) cannot be partitioned: XLA gathers the "
+            "whole activation on every core")
+_STRIDED = ("XLA partitions a strided convolution's gradients with halo exchanges only; "
+            "the halo form would need the output gradient upsampled with zeros, which "
+            "costs more")
+
+
+class PartitionFriendlyWarning(UserWarning):
+    """A layer ``partition_friendly`` could not make keep the split."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One layer ``partition_friendly`` looked at.
+
+    Attributes:
+      path: the layer's path from the model (``"model/block_1/conv2d"``).
+      before: the layer's class.
+      after: what it computes now, or ``"unchanged"`` (then ``why`` says why, and
+        ``handled`` says whether the layer already keeps the split).
+      why: the reason.
+      handled: False for a layer that may still gather or keep halo copies.
+    """
+
+    path: str
+    before: str
+    after: str
+    why: str
+    handled: bool = True
+
+    @property
+    def changed(self) -> bool:
+        return self.after != "unchanged"
+
+    def __str__(self):
+        return f"{self.path}: {self.before} -> {self.after} ({self.why})"
+
+
+def partition_friendly(model, *, warn: bool = True) -> List[Change]:
+    """Change ``model``'s layers in place so its training step keeps the split.
+
+    Args:
+      model: a built Keras 3 or tf_keras model or layer (functional, Sequential,
+        subclassed; nested models and layers held in attributes are reached too).
+      warn: warn once, naming them, about layers that may still break the split.
+
+    Returns:
+      One ``Change`` per layer changed, and per convolution or batch norm left unchanged
+      (with the reason); a second call changes nothing (its ``Change`` s are all
+      ``"unchanged"``).
+
+    Raises:
+      TypeError: ``model`` is not a Keras or tf_keras layer.
+      ValueError: ``model`` (or a layer in it) is not built yet; nothing is changed.
+    """
+    if not (hasattr(model, "trainable_weights") and hasattr(model, "built")):
+        raise TypeError(
+            f"partition_friendly: got {type(model).__name__}; expected a built Keras or "
+            f"tf_keras model or layer. Fix: pass the model itself (e.g. a Model Garden "
+            f"trainer's trainer.model).")
+    plans: List[Tuple[Change, Optional[Callable[[], None]]]] = []
+    for path, layer in _walk(model):
+        rule = _rule_for(layer)
+        if rule is None:
+            continue
+        if getattr(layer, _MARK, False):
+            plans.append((Change(path, type(layer).__name__, "unchanged",
+                                 "changed by an earlier partition_friendly call"), None))
+            continue
+        if not layer.built:
+            raise ValueError(
+                f"partition_friendly: layer {path} ({type(layer).__name__}) is not built yet, "
+                f"so its configuration cannot be checked; nothing was changed. Fix: build "
+                f"the model first (call it once on a batch, or model.build(input_shape)).")
+        plans.append(rule(path, layer))
+    for change, apply in plans:  # all checked first: a failure above changes nothing
+        if apply is not None:
+            apply()
+    unhandled = [change for change, _ in plans if not change.handled]
+    if warn and unhandled:
+        warnings.warn(
+            "partition_friendly: these layers may still gather their activation or keep "
+            "halo copies under spatial partitioning:\n" +
+            "\n".join(f"  {c.path}: {c.before}: {c.why}" for c in unhandled),
+            PartitionFriendlyWarning, stacklevel=2)
+    return [change for change, _ in plans]
+
+
+def unfuse_batch_norm(model) -> List[str]:
+    """Make every fused batch norm layer of ``model`` (nested models and layers too) unfused.
+
+    For tf_keras models (Model Garden's), whose ``BatchNormalization`` uses the fused
+    kernel by default; the weights and the math are unchanged. ``partition_friendly``
+    does this and more. Call it before the first (traced) step: a step already compiled
+    keeps the kernel it was traced with. Keras 3's ``BatchNormalization`` is never fused.
+    Returns the names of the layers changed.
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.BatchNormalization()])
+    >>> unfuse_batch_norm(model)
+    []
+    """
+    if not hasattr(model, "trainable_weights"):
+        raise TypeError(f"unfuse_batch_norm: got {type(model).__name__}; expected a Keras or "
+                        f"tf_keras model (or layer).")
+    changed = []
+    for path, layer in _walk(model):
+        if _rule_for(layer) is _batch_norm:
+            change, apply = _batch_norm(path, layer)
+            if apply is not None:
+                apply()
+                changed.append(layer.name)
+    return changed
+
+
+def _walk(model) -> Iterator[Tuple[str, object]]:
+    """``(path, layer)`` for ``model`` and every layer below it, each once, depth first."""
+    seen = set()
+    pending = [(model.name, model)]
+    while pending:
+        path, layer = pending.pop()
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        yield path, layer
+        children = list(_children(layer))
+        pending.extend((f"{path}/{child.name}", child) for child in reversed(children))
+    # tf_keras layers are tf.Modules, which list every module below them, layers kept in
+    # plain containers of a custom layer included
+    for module in getattr(model, "submodules", ()):
+        if id(module) not in seen and hasattr(module, "trainable_weights"):
+            seen.add(id(module))
+            yield f"{model.name}/.../{module.name}", module
+
+
+def _children(layer):
+    """The layers ``layer`` holds directly, in its attributes and lists included.
+
+    Keras 3 and tf_keras both track them (``_flatten_layers``); tf.Modules that are not
+    layers (rare) are reached through ``submodules``.
+    """
+    flatten = getattr(layer, "_flatten_layers", None)
+    if flatten is not None:
+        yield from flatten(include_self=False, recursive=False)
+    else:  # pragma: no cover - every Keras / tf_keras layer has it
+        yield from getattr(layer, "layers", ())
+
+
+def _class_names(layer) -> List[str]:
+    return [cls.__name__ for cls in type(layer).__mro__]
+
+
+def _rule_for(layer):
+    names = _class_names(layer)
+    if "HaloConv2D" in names or "HaloConv3D" in names:
+        return None  # already computes its kernel gradient from the halo
+    if "BatchNormalization" in names:
+        return _batch_norm
+    if any(n in names for n in ("Conv2DTranspose", "Conv3DTranspose", "DepthwiseConv2D",
+                                "SeparableConv2D", "DepthwiseConv1D", "SeparableConv1D")):
+        return _other_conv
+    if "Conv2D" in names or "Conv3D" in names:
+        return _conv
+    return None
+
+
+def _batch_norm(path, layer):
+    before = type(layer).__name__
+    fused = getattr(layer, "fused", False)
+    if fused is False:  # Keras 3, or tf_keras already unfused / synchronized
+        return Change(path, before, "unchanged", "not fused: keeps the split"), None
+    after = _UNFUSED[0].format(name=before)
+
+    def apply():
+        layer.fused = False  # None (decided at build) or True: both may pick the fused kernel
+        setattr(layer, _MARK, True)
+
+    return Change(path, f"{before}(fused={fused})", after, _UNFUSED[1]), apply
+
+
+def _conv(path, layer):
+    before = type(layer).__name__
+    problem = _unsupported_conv(layer)
+    if problem:
+        return Change(path, before, "unchanged", problem, handled=False), None
+    if any(s != 1 for s in layer.strides) or any(d != 1 for d in layer.dilation_rate):
+        return Change(path, before, "unchanged", _STRIDED), None
+    if all(k == 1 for k in layer.kernel_size):
+        return Change(path, before, "unchanged", "a 1x1 convolution needs no halo"), None
+    padding = layer.padding.upper()
+    original = layer.convolution_op
+
+    def halo_convolution_op(inputs, kernel):
+        if len(inputs.shape) != layer.rank + 2:  # let Keras' own op give its error
+            return original(inputs, kernel)
+        return conv_of_concatenation(_concatenated(inputs), tf.convert_to_tensor(kernel),
+                                     padding)
+
+    def apply():
+        layer.convolution_op = halo_convolution_op
+        setattr(layer, _MARK, True)
+
+    return Change(path, before, _HALO[0].format(name=before), _HALO[1]), apply
+
+
+def _concatenated(x) -> List:
+    """The tensors ``x`` concatenates along its channels (in a traced step), else ``[x]``.
+
+    Convolving the pieces separately (``conv_of_concatenation``) leaves the concatenation
+    unused when the convolution is its only reader (a U-Net's skip connection), so XLA
+    never builds it and never gives it a halo.
+    """
+    op = getattr(x, "op", None)
+    if op is None or tf.executing_eagerly() or op.type != "ConcatV2":
+        return [x]
+    axis = tf.get_static_value(op.inputs[-1])
+    pieces = list(op.inputs[:-1])
+    rank = len(x.shape)
+    if axis is None or int(axis) % rank != rank - 1 or any(
+            p.shape[-1] is None or tuple(p.shape[:-1]) != tuple(x.shape[:-1]) for p in pieces):
+        return [x]
+    return pieces
+
+
+def _unsupported_conv(layer) -> str:
+    """Why the halo form cannot compute exactly what ``layer`` computes ('' if it can)."""
+    owner = _defining_class(type(layer), "convolution_op")
+    if owner is None or owner.__name__ not in ("BaseConv", "Conv"):
+        return ("its class overrides convolution_op, so the halo form would not compute "
+                "what it computes; compute its kernel gradient with "
+                "spatial_tf.halo_conv.conv_keeping_input_unpadded in that override")
+    if getattr(layer, "data_format", "channels_last") != "channels_last":
+        return ("channels_first: the halo form needs channels last; build the layer with "
+                "data_format='channels_last'")
+    if getattr(layer, "groups", 1) != 1:
+        return "grouped convolution (groups > 1): the halo form computes groups=1 only"
+    if str(layer.padding).lower() not in ("same", "valid"):
+        return f"padding={layer.padding!r}: the halo form computes 'same' and 'valid' only"
+    return ""
+
+
+def _defining_class(cls, attribute):
+    for klass in cls.__mro__:
+        if attribute in vars(klass):
+            return klass
+    return None
+
+
+def _other_conv(path, layer):
+    if ("Transpose" in type(layer).__name__
+            and tuple(layer.kernel_size) == tuple(layer.strides)
+            and all(d == 1 for d in layer.dilation_rate)):
+        return Change(path, type(layer).__name__, "unchanged",
+                      "a transposed convolution whose kernel equals its stride needs no "
+                      "halo"), None
+    return Change(path, type(layer).__name__, "unchanged",
+                  "transposed, depthwise and separable convolutions keep TensorFlow's "
+                  "gradient: check spatial_tf.Emulator.report for gathers at this layer",
+                  handled=False), None

@@ -1,0 +1,294 @@
+"""partition_friendly: the same model (weights, keys, results, gradients), a cheaper split."""
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import spatial_tf
+from spatial_tf.layers import Change, partition_friendly
+from spatial_tf.partition_friendly import PartitionFriendlyWarning
+
+
+def _float64(fn):
+    """Build Keras layers in float64 (restoring the global policy afterwards)."""
+    previous = keras.config.floatx()
+    keras.config.set_floatx("float64")
+    try:
+        return fn()
+    finally:
+        keras.config.set_floatx(previous)
+
+
+def _loss_and_grads(model, x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = model(x, training=True)
+        loss = tf.reduce_sum(y * tf.cos(y))  # not symmetric: a sign error shows
+    grads = tape.gradient(loss, [x] + model.trainable_variables)
+    return y, grads
+
+
+def _twin(build, shape, seed=0):
+    """Two identical float64 models (same weights) and an input."""
+    def make():
+        keras.utils.set_random_seed(seed)
+        return build()
+    a, b = _float64(make), _float64(make)
+    b.set_weights(a.get_weights())
+    x = tf.constant(np.random.default_rng(seed).normal(size=shape))
+    return a, b, x
+
+
+def _assert_same_step(plain, friendly, x, atol=1e-10):
+    y0, g0 = _loss_and_grads(plain, x)
+    traced = tf.function(_loss_and_grads)  # the rewrite also holds in a traced step
+    for y1, g1 in (_loss_and_grads(friendly, x), traced(friendly, x)):
+        np.testing.assert_allclose(y1.numpy(), y0.numpy(), rtol=0, atol=atol)
+        assert len(g1) == len(g0)
+        for a, b in zip(g1, g0):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=atol)
+
+
+# each layer kind alone: (constructor, input shape, expected "changed")
+LAYERS = [
+    ("conv2d_same_3x3", lambda: keras.layers.Conv2D(3, 3, padding="same"), (2, 9, 8, 2), True),
+    ("conv2d_valid_3x3", lambda: keras.layers.Conv2D(3, 3, padding="valid"), (2, 9, 8, 2), True),
+    ("conv2d_same_even_4x2", lambda: keras.layers.Conv2D(3, (4, 2), padding="same"),
+     (1, 9, 8, 2), True),
+    ("conv2d_bias_relu", lambda: keras.layers.Conv2D(3, 3, padding="same", activation="relu"),
+     (1, 8, 8, 2), True),
+    ("conv3d_same_3", lambda: keras.layers.Conv3D(2, 3, padding="same"), (1, 6, 5, 4, 2), True),
+    ("conv3d_valid_2x3x1", lambda: keras.layers.Conv3D(2, (2, 3, 1), padding="valid"),
+     (1, 6, 5, 4, 2), True),
+    ("conv2d_stride2", lambda: keras.layers.Conv2D(3, 7, strides=2, padding="same"),
+     (1, 16, 16, 3), False),
+    ("conv2d_dilation2", lambda: keras.layers.Conv2D(3, 3, dilation_rate=2, padding="same"),
+     (1, 12, 12, 2), False),
+    ("conv2d_1x1", lambda: keras.layers.Conv2D(3, 1), (1, 8, 8, 2), False),
+    ("conv3d_transpose_2_2", lambda: keras.layers.Conv3DTranspose(2, 2, strides=2),
+     (1, 4, 4, 4, 2), False),
+]
+
+
+@pytest.mark.parametrize("name,make,shape,changed", LAYERS, ids=[c[0] for c in LAYERS])
+def test_each_layer_kind_same_outputs_and_gradients_in_float64(name, make, shape, changed):
+    def build():
+        inputs = keras.Input(shape[1:])
+        return keras.Model(inputs, make()(inputs))
+
+    plain, friendly, x = _twin(build, shape)
+    changes = partition_friendly(friendly)
+    assert [c.changed for c in changes] == [changed]
+    _assert_same_step(plain, friendly, x)
+
+
+def _unet(size=8, filters=2):
+    """A two-level U-Net as a user writes it: Conv3D, BN, strided conv, transposed conv,
+    concatenation."""
+    inputs = keras.Input((size, size, size, 1))
+    # no bias before batch norm: its gradient is zero up to rounding
+    a = keras.layers.Conv3D(filters, 3, padding="same", use_bias=False, name="down")(inputs)
+    a = keras.layers.BatchNormalization(name="bn")(a)
+    b = keras.layers.Conv3D(filters, 2, strides=2, name="pool")(  # MaxPool3D has no float64
+        keras.layers.Activation("relu")(a))
+    b = keras.layers.Conv3D(2 * filters, 3, padding="same", name="bottom")(b)
+    up = keras.layers.Conv3DTranspose(filters, 2, strides=2, name="up")(b)
+    x = keras.layers.Concatenate(name="skip")([up, a])
+    x = keras.layers.Conv3D(filters, 3, padding="same", name="merge")(x)
+    return keras.Model(inputs, keras.layers.Conv3D(3, 1, name="head")(x), name="unet")
+
+
+def test_unet_changes_name_each_layer_and_keep_the_step():
+    plain, friendly, x = _twin(_unet, (1, 8, 8, 8, 1))
+    changes = partition_friendly(friendly)
+    assert {c.path: c.changed for c in changes} == {
+        "unet/down": True, "unet/bn": False, "unet/pool": False, "unet/bottom": True, "unet/up": False,
+        "unet/merge": True, "unet/head": False}
+    assert all(isinstance(c, Change) and c.handled and c.why for c in changes)
+    assert "unet/merge: Conv3D -> Conv3D computing its kernel gradient" in str(changes[5])
+    _assert_same_step(plain, friendly, x)
+
+
+def test_merge_conv_reads_the_concatenated_pieces_not_the_concatenation():
+    _, friendly, x = _twin(_unet, (1, 8, 8, 8, 1))
+    partition_friendly(friendly)
+    graph = tf.function(lambda x: friendly(x, training=True)).get_concrete_function(x).graph
+    merge = [op for op in graph.get_operations() if "/merge" in op.name and op.type == "Conv3D"]
+    assert len(merge) == 2  # one per piece: the skip connection and the upsampled tensor
+    assert "ConcatV2" not in {op.inputs[0].op.type for op in merge}
+
+
+def test_one_sgd_train_step_gives_the_same_weights():
+    plain, friendly, x = _twin(_unet, (1, 8, 8, 8, 1))
+    partition_friendly(friendly)
+    after = []
+    for model in (plain, friendly):
+        optimizer = keras.optimizers.SGD(0.1)
+        _, grads = _loss_and_grads(model, x)
+        optimizer.apply_gradients(zip(grads[1:], model.trainable_variables))
+        after.append([w.numpy() for w in model.weights])
+    for a, b in zip(*after):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+class _Block(keras.layers.Layer):
+    """Layers in an attribute and in a list, as custom blocks keep them."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.first = keras.layers.Conv2D(2, 3, padding="same", name="first")
+        self.rest = [keras.layers.Conv2D(2, 3, padding="same", name=f"rest{i}") for i in range(2)]
+
+    def call(self, x):
+        x = self.first(x)
+        for layer in self.rest:
+            x = layer(x)
+        return x
+
+
+class _Subclassed(keras.Model):
+    def __init__(self):
+        super().__init__(name="sub")
+        self.block = _Block(name="block")
+        self.inner = keras.Sequential([keras.layers.Conv2D(1, 3, padding="same", name="seq_conv")],
+                                      name="inner")
+
+    def call(self, x):
+        return self.inner(self.block(x))
+
+
+def test_subclassed_nested_and_attribute_layers_are_reached():
+    def build():
+        model = _Subclassed()
+        model(tf.zeros((1, 8, 8, 1), tf.float64))
+        return model
+
+    plain, friendly, x = _twin(build, (1, 8, 8, 1))
+    changes = partition_friendly(friendly)
+    assert sorted(c.path for c in changes if c.changed) == [
+        "sub/block/first", "sub/block/rest0", "sub/block/rest1", "sub/inner/seq_conv"]
+    _assert_same_step(plain, friendly, x)
+
+
+def test_idempotent():
+    _, model, x = _twin(_unet, (1, 8, 8, 8, 1))
+    first = partition_friendly(model)
+    ops = {layer.name: layer.convolution_op for layer in model.layers
+           if isinstance(layer, keras.layers.Conv3D)}
+    second = partition_friendly(model)
+    assert [c.path for c in second] == [c.path for c in first]
+    assert not any(c.changed for c in second)
+    assert ops == {layer.name: layer.convolution_op for layer in model.layers
+                   if isinstance(layer, keras.layers.Conv3D)}
+
+
+def test_weights_names_and_checkpoints_are_unchanged(tmp_path):
+    _, model, x = _twin(_unet, (1, 8, 8, 8, 1))
+    names = [w.path for w in model.weights]
+    before = tf.train.Checkpoint(model=model).write(str(tmp_path / "before"))
+    keys_before = sorted(name for name, _ in tf.train.list_variables(before))
+    original = [w.numpy() for w in model.weights]
+    partition_friendly(model)
+    assert [w.path for w in model.weights] == names
+    after = tf.train.Checkpoint(model=model).write(str(tmp_path / "after"))
+    assert sorted(name for name, _ in tf.train.list_variables(after)) == keys_before
+    for w in model.weights:  # a checkpoint from before the call restores after it
+        w.assign(tf.zeros_like(w))
+    tf.train.Checkpoint(model=model).read(before).assert_consumed()
+    for w, value in zip(model.weights, original):
+        np.testing.assert_array_equal(w.numpy(), value)
+    fresh = _float64(_unet)  # and one written after restores into an unchanged model
+    tf.train.Checkpoint(model=fresh).read(after).assert_consumed()
+    for w, value in zip(fresh.weights, original):
+        np.testing.assert_array_equal(w.numpy(), value)
+
+
+def test_keras_file_saves_and_loads(tmp_path):
+    _, model, x = _twin(_unet, (1, 8, 8, 8, 1))
+    partition_friendly(model)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(loaded(x).numpy(), model(x).numpy(), rtol=0, atol=1e-12)
+    assert any(c.changed for c in partition_friendly(loaded))  # a loaded model: call it again
+
+
+class _CustomConv(keras.layers.Conv2D):
+    def convolution_op(self, inputs, kernel):
+        return super().convolution_op(inputs, kernel * 2.0)
+
+
+def test_layers_it_cannot_handle_are_named_and_left_alone():
+    inputs = keras.Input((8, 8, 2))
+    x = _CustomConv(2, 3, padding="same", name="custom")(inputs)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", name="depthwise")(x)
+    x = keras.layers.Conv2D(2, 3, padding="same", groups=2, name="grouped")(x)
+    model = keras.Model(inputs, x, name="m")
+    custom_op = model.get_layer("custom").convolution_op
+    with pytest.warns(PartitionFriendlyWarning) as record:
+        changes = partition_friendly(model)
+    assert [(c.path, c.changed, c.handled) for c in changes] == [
+        ("m/custom", False, False), ("m/depthwise", False, False), ("m/grouped", False, False)]
+    message = str(record[0].message)
+    for text in ("m/custom: _CustomConv: its class overrides convolution_op",
+                 "m/depthwise: DepthwiseConv2D: transposed, depthwise and separable",
+                 "m/grouped: Conv2D: grouped convolution (groups > 1)"):
+        assert text in message
+    assert model.get_layer("custom").convolution_op == custom_op
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        partition_friendly(model, warn=False)
+
+
+def test_channels_first_is_left_alone():
+    layer = keras.layers.Conv2D(2, 3, padding="same", data_format="channels_first", name="cf")
+    layer.build((1, 2, 8, 8))
+    [change] = partition_friendly(layer, warn=False)
+    assert (change.changed, change.handled) == (False, False)
+    assert "channels_first" in change.why
+
+
+def test_not_a_model():
+    with pytest.raises(TypeError, match=r"partition_friendly: got list; expected a built "
+                                        r"Keras or tf_keras model"):
+        partition_friendly([keras.layers.Conv2D(2, 3)])
+
+
+def test_an_unbuilt_layer_fails_and_nothing_is_changed():
+    built = keras.layers.Conv2D(2, 3, padding="same", name="built")
+    built.build((1, 8, 8, 1))
+    unbuilt = keras.layers.Conv2D(2, 3, padding="same", name="later")
+    model = keras.Sequential([built, unbuilt], name="seq")
+    op = built.convolution_op
+    with pytest.raises(ValueError, match=r"layer seq/later \(Conv2D\) is not built yet.*nothing "
+                                         r"was changed. Fix: build the model first"):
+        partition_friendly(model)
+    assert built.convolution_op == op
+    assert not getattr(built, "_spatial_tf_partition_friendly", False)
+
+
+@pytest.mark.emulator
+def test_split_step_costs_less_and_equals_the_unsplit_one_on_the_emulator():
+    """A 2x2x2-split step of the user's U-Net: less temp per core, same float64 results."""
+    temps, losses = {}, {}
+    x = tf.constant(np.random.default_rng(0).normal(size=(1, 16, 16, 16, 1)), tf.float32)
+    for form in ("as written", "friendly"):
+        emulator = spatial_tf.Emulator(8)
+        with emulator.scope():
+            keras.utils.set_random_seed(0)
+            model = _unet(16, filters=4)
+        if form == "friendly":
+            partition_friendly(model)
+
+        def step(x):
+            x = spatial_tf.split(x, [1, 2, 2, 2, 1])
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x, training=True)))
+            grads = tape.gradient(loss, model.trainable_variables)
+            return loss, grads
+
+        temps[form] = emulator.report(step, args=(x,)).partitioned["temp"]
+        comparison = emulator.compare(step, args=(x,))
+        assert comparison.ok, str(comparison)
+    assert temps["friendly"] < 0.95 * temps["as written"], temps
