@@ -21,11 +21,11 @@ agrees to rounding). Call it before the first step is traced.
 >>> import keras
 >>> inputs = keras.Input((8, 8, 1))
 >>> x = keras.layers.Conv2D(4, 3, padding="same", name="conv")(inputs)
->>> model = keras.Model(inputs, keras.layers.Conv2D(2, 1, strides=2, name="head")(x))
+>>> model = keras.Model(inputs, keras.layers.Conv2D(2, 1, strides=2, name="head")(x), name="net")
 >>> for change in partition_friendly(model):
 ...     print(change)
-functional/conv: Conv2D -> Conv2D computing its kernel gradient from the output gradient's halo (a stride-1 convolution's kernel gradient otherwise keeps a padded copy of its input from the forward to the backward pass)
-functional/head: Conv2D -> unchanged (XLA partitions a strided convolution's gradients with halo exchanges only; the halo form would need the output gradient upsampled with zeros, which costs more)
+net/conv: Conv2D -> Conv2D computing its kernel gradient from the output gradient's halo (a stride-1 convolution's kernel gradient otherwise keeps a padded copy of its input from the forward to the backward pass)
+net/head: Conv2D -> unchanged (XLA partitions a strided convolution's gradients with halo exchanges only; the halo form would need the output gradient upsampled with zeros, which costs more)
 >>> [c for c in partition_friendly(model) if c.changed]   # idempotent: nothing left
 []
 """

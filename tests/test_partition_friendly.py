@@ -12,13 +12,15 @@ from spatial_tf.partition_friendly import PartitionFriendlyWarning
 
 
 def _float64(fn):
-    """Build Keras layers in float64 (restoring the global policy afterwards)."""
-    previous = keras.config.floatx()
+    """Build Keras layers in float64 (restoring the global settings afterwards)."""
+    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
     keras.config.set_floatx("float64")
+    keras.config.set_dtype_policy("float64")
     try:
         return fn()
     finally:
-        keras.config.set_floatx(previous)
+        keras.config.set_floatx(floatx)
+        keras.config.set_dtype_policy(policy)
 
 
 def _loss_and_grads(model, x):
@@ -43,6 +45,7 @@ def _twin(build, shape, seed=0):
 
 def _assert_same_step(plain, friendly, x, atol=1e-10):
     y0, g0 = _loss_and_grads(plain, x)
+    assert y0.dtype == tf.float64 and all(g.dtype == tf.float64 for g in g0)
     traced = tf.function(_loss_and_grads)  # the rewrite also holds in a traced step
     for y1, g1 in (_loss_and_grads(friendly, x), traced(friendly, x)):
         np.testing.assert_allclose(y1.numpy(), y0.numpy(), rtol=0, atol=atol)
@@ -130,6 +133,7 @@ def test_one_sgd_train_step_gives_the_same_weights():
         optimizer.apply_gradients(zip(grads[1:], model.trainable_variables))
         after.append([w.numpy() for w in model.weights])
     for a, b in zip(*after):
+        assert a.dtype == np.float64
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 

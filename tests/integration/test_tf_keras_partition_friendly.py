@@ -1,0 +1,79 @@
+"""partition_friendly on tf_keras models (Model Garden's Keras), in the Model Garden environment."""
+import numpy as np
+import pytest
+
+tf_keras = pytest.importorskip(
+    "tf_keras", reason="tf_keras is installed in the Model Garden environment (.ci/run)")
+
+import tensorflow as tf  # noqa: E402
+
+from spatial_tf.layers import partition_friendly  # noqa: E402
+
+
+class _Block(tf_keras.layers.Layer):
+    """Convolutions and batch norms kept in lists, as Model Garden's blocks keep them."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.convs = [tf_keras.layers.Conv2D(3, 3, padding="same", name=f"conv{i}")
+                      for i in range(2)]
+        self.norms = [tf_keras.layers.BatchNormalization(name=f"bn{i}") for i in range(2)]
+
+    def call(self, x, training=None):
+        for conv, norm in zip(self.convs, self.norms):
+            x = tf.nn.relu(norm(conv(x), training=training))
+        return x
+
+
+def _model(dtype):
+    tf_keras.utils.set_random_seed(0)
+    inputs = tf_keras.Input((8, 8, 2), dtype=dtype)
+    x = _Block(name="block", dtype=dtype)(inputs)
+    x = tf_keras.layers.Conv2D(2, 3, strides=2, padding="same", name="down", dtype=dtype)(x)
+    return tf_keras.Model(inputs, x, name="net")
+
+
+def _step(model, x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = model(x, training=True)
+        loss = tf.reduce_sum(y * tf.cos(y))
+    return y, tape.gradient(loss, [x] + model.trainable_variables)
+
+
+def test_fused_batch_norm_and_convs_in_lists_are_changed_and_named():
+    model = _model("float32")
+    changes = {c.path: c for c in partition_friendly(model)}
+    assert {path for path, c in changes.items() if c.changed} == {
+        "net/block/conv0", "net/block/conv1", "net/block/bn0", "net/block/bn1"}
+    assert changes["net/block/bn0"].before == "BatchNormalization(fused=True)"
+    assert changes["net/block/bn0"].after == "BatchNormalization(fused=False)"
+    assert not changes["net/down"].changed
+    assert all(not layer.fused for layer in model.get_layer("block").norms)
+
+
+def test_same_results_gradients_and_checkpoint_keys(tmp_path):
+    plain, friendly = _model("float32"), _model("float32")
+    friendly.set_weights(plain.get_weights())
+    before = tf.train.Checkpoint(model=friendly).write(str(tmp_path / "before"))
+    partition_friendly(friendly)
+    after = tf.train.Checkpoint(model=friendly).write(str(tmp_path / "after"))
+    assert sorted(tf.train.list_variables(before)) == sorted(tf.train.list_variables(after))
+    x = tf.constant(np.random.default_rng(0).normal(size=(2, 8, 8, 2)), tf.float32)
+    (y0, g0), (y1, g1) = _step(plain, x), _step(friendly, x)
+    # fused and unfused batch norm differ by float32 rounding only
+    np.testing.assert_allclose(y1.numpy(), y0.numpy(), rtol=1e-4, atol=1e-4)
+    for a, b in zip(g1, g0):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-3)
+
+
+def test_convolutions_agree_in_float64():
+    # tf_keras' fused batch norm has no float64 kernel: float64 models build it unfused
+    plain, friendly = _model("float64"), _model("float64")
+    friendly.set_weights(plain.get_weights())
+    partition_friendly(friendly)
+    x = tf.constant(np.random.default_rng(1).normal(size=(2, 8, 8, 2)), tf.float64)
+    (y0, g0), (y1, g1) = _step(plain, x), _step(friendly, x)
+    np.testing.assert_allclose(y1.numpy(), y0.numpy(), rtol=0, atol=1e-11)
+    for a, b in zip(g1, g0):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-11)
