@@ -15,9 +15,10 @@ class _Block(tf_keras.layers.Layer):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.convs = [tf_keras.layers.Conv2D(3, 3, padding="same", name=f"conv{i}")
+        self.convs = [tf_keras.layers.Conv2D(3, 3, padding="same", name=f"conv{i}",
+                                             dtype=self.dtype) for i in range(2)]
+        self.norms = [tf_keras.layers.BatchNormalization(name=f"bn{i}", dtype=self.dtype)
                       for i in range(2)]
-        self.norms = [tf_keras.layers.BatchNormalization(name=f"bn{i}") for i in range(2)]
 
     def call(self, x, training=None):
         for conv, norm in zip(self.convs, self.norms):
@@ -43,6 +44,7 @@ def _step(model, x):
 
 def test_fused_batch_norm_and_convs_in_lists_are_changed_and_named():
     model = _model("float32")
+    model(tf.zeros((1, 8, 8, 2)), training=True)  # tf_keras decides fused=None at build
     changes = {c.path: c for c in partition_friendly(model)}
     assert {path for path, c in changes.items() if c.changed} == {
         "net/block/conv0", "net/block/conv1", "net/block/bn0", "net/block/bn1"}
@@ -74,6 +76,7 @@ def test_convolutions_agree_in_float64():
     partition_friendly(friendly)
     x = tf.constant(np.random.default_rng(1).normal(size=(2, 8, 8, 2)), tf.float64)
     (y0, g0), (y1, g1) = _step(plain, x), _step(friendly, x)
+    assert all(v.dtype == tf.float64 for v in friendly.weights)
     np.testing.assert_allclose(y1.numpy(), y0.numpy(), rtol=0, atol=1e-11)
     for a, b in zip(g1, g0):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-11)
