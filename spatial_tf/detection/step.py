@@ -8,7 +8,7 @@ activation split. Post-processing (``postprocess``) is not part of it.
 
 >>> import keras, tensorflow as tf
 >>> from spatial_tf.models import retinanet
->>> model = retinanet((64, 64, 3), num_classes=2, backbone_filters=(4, 4, 8, 8), fpn_filters=8)
+>>> model = retinanet((64, 64, 3), num_classes=2, backbone_filters=(16, 16, 16, 16), fpn_filters=8)
 >>> step = make_detection_train_step(model, keras.optimizers.SGD(0.01))
 >>> labels = {"boxes": tf.constant([[[8., 8., 40., 40.]]]), "classes": tf.constant([[1]])}
 >>> sorted(step((tf.zeros([1, 64, 64, 3]), labels)))

@@ -11,7 +11,7 @@ Why P3-P5 by default: P6 and P7 are 1/64 and 1/128 of the image, 8x8 and 4x4 at 
 so split 4 or 8 ways they hold one or two rows per core (mostly halo) or cannot be split
 evenly at all; they also add few anchors. ``max_level=7`` adds them for large images.
 
->>> model = retinanet((64, 64, 3), num_classes=2, backbone_filters=(4, 4, 8, 8), fpn_filters=8)
+>>> model = retinanet((64, 64, 3), num_classes=2, backbone_filters=(16, 16, 16, 16), fpn_filters=8)
 >>> outputs = model(keras.ops.zeros((1, 64, 64, 3)))
 >>> [tuple(t.shape) for t in outputs["class_logits"]]
 [(1, 8, 8, 18), (1, 4, 4, 18), (1, 2, 2, 18)]
@@ -57,7 +57,9 @@ def retinanet(image_shape: Sequence[int] = (512, 512, 3), num_classes: int = 3, 
         ``2 ** max_level``.
       num_classes: object classes (sigmoid outputs, no background class).
       backbone_filters, blocks: filters and residual blocks of the four backbone stages
-        (strides 4, 8, 16, 32: C2-C5).
+        (strides 4, 8, 16, 32: C2-C5). Keep 16 or more: TensorFlow's CPU kernel for
+        the gradient of a strided 1x1 convolution (the shortcuts) with fewer input
+        channels can crash outside XLA (docs/troubleshooting.md, "The most common ones").
       fpn_filters: channels of the pyramid and of the heads' hidden convolutions.
       head_convs: 3x3 convolutions (+ ReLU) in each head before its output convolution.
       num_anchors: anchors per position (``AnchorConfig().num_anchors``, 9 by default).

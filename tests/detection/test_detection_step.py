@@ -12,7 +12,7 @@ from spatial_tf.models import retinanet
 from spatial_tf.testing import assert_no_activation_gather
 
 SPEC = [[1, 2, 2, 1], {"boxes": None, "classes": None}]
-SMALL = dict(backbone_filters=(4, 4, 8, 8), fpn_filters=8, head_convs=1)
+SMALL = dict(backbone_filters=(16, 16, 16, 16), fpn_filters=8, head_convs=1)
 
 
 def _batch(dtype=tf.float32):
@@ -109,7 +109,7 @@ def _recall(detections, labels, threshold=0.5):
 @pytest.mark.slow  # 16 s on an idle 2-core machine, over a minute on a busy one
 def test_training_raises_recall_above_chance():
     keras.utils.set_random_seed(3)
-    model = retinanet((64, 64, 3), 2, backbone_filters=(8, 8, 16, 16), fpn_filters=16,
+    model = retinanet((64, 64, 3), 2, backbone_filters=(16, 16, 16, 16), fpn_filters=16,
                       batch_norm_momentum=0.8)
     optimizer = keras.optimizers.Adam(3e-3)
     anchors = AnchorConfig()

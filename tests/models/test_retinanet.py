@@ -6,7 +6,7 @@ import pytest
 from spatial_tf.detection import AnchorConfig
 from spatial_tf.models import retinanet
 
-SMALL = dict(backbone_filters=(4, 4, 8, 8), fpn_filters=8)
+SMALL = dict(backbone_filters=(16, 16, 16, 16), fpn_filters=8)
 
 
 @pytest.mark.parametrize("max_level,size,classes", [(5, (64, 96), 2), (6, (128, 64), 1), (7, (128, 128), 4)])
