@@ -22,6 +22,7 @@ measurements.
     python benchmarks/partition_friendly.py                   # unet3d, 8 cores
     python benchmarks/partition_friendly.py --model resnet2d  # 4 cores
     python benchmarks/partition_friendly.py --size 32         # quicker
+    python benchmarks/partition_friendly.py --loss keras --warnings  # each gather's fix
 """
 import argparse
 import os
@@ -94,6 +95,8 @@ def main(argv=None):
                    help="image / volume edge (default 64 for unet3d, 256 for resnet2d)")
     p.add_argument("--loss", choices=["spatial_tf", "keras"], default="spatial_tf",
                    help="unet3d's loss: spatial_tf.losses' or Keras' sparse cross-entropy")
+    p.add_argument("--warnings", action="store_true",
+                   help="also print each report's gather warnings (op, line, fix)")
     args = p.parse_args(argv)
 
     import keras
@@ -153,6 +156,8 @@ def main(argv=None):
                          kinds.get("all-gather", {}).get("count", 0),
                          kinds.get("all-to-all", {}).get("count", 0)])
             print(f"  {form}, {spec}: done", flush=True)
+            if args.warnings:
+                print("".join(f"    - {w}\n" for w in report.warnings), end="", flush=True)
     print()
     print(format_table(
         ["model", "spec", "temp unpartitioned", "temp/core", f"E({cores})", "all-gathers",

@@ -31,7 +31,7 @@ def test_fused_batch_norm_is_gathered_and_the_warning_gives_the_fix():
     assert fused.by_kind()["all-gather"]["count"] >= 1
     [warning] = [w for w in fused.warnings if "FusedBatchNormV3" in w]
     assert "fused batch norm (FusedBatchNormV3, tf_keras' default) has no partitioned form" in warning
-    assert "Fix: use unfused batch norm: spatial_tf.layers.unfuse_batch_norm(model)" in warning
+    assert "Fix: spatial_tf.layers.partition_friendly(model) unfuses it" in warning
     assert "reshape" not in warning
     plain = emulator.report(_fused_step(scale, offset, False), args=(x,))
     assert "all-gather" not in plain.by_kind() and plain.warnings == []
@@ -48,7 +48,8 @@ def test_a_gather_elsewhere_keeps_the_reshape_advice():
         return tf.reduce_sum(tf.cumsum(tf.reshape(x, [2, -1]), axis=1))
 
     report = emulator.report(step, args=(tf.ones([2, 32, 32, 4]),))
-    assert report.warnings and all("reshape that flattens" in w for w in report.warnings)
+    [reshape] = [w for w in report.warnings if "TensorFlow op 'Reshape'" in w]
+    assert "Fix: [1, 4, 1, 1] keeps this reshape local" in reshape
     assert not any("fused batch norm" in w for w in report.warnings)
 
 

@@ -12,6 +12,7 @@ import collections
 import dataclasses
 
 from spatial_tf import logs
+from spatial_tf.emulator import op_source, remedies
 from spatial_tf.emulator.hlo_text import KINDS, collectives
 from spatial_tf.table import format_bytes, format_table
 
@@ -138,7 +139,8 @@ def _build_report(emulator, step, gather_threshold_bytes):
             "unpartitioned": single.compile_seconds,
         },
         collectives=found,
-        warnings=_gather_warnings(found, gather_threshold_bytes),
+        warnings=_gather_warnings(found, gather_threshold_bytes, step.traced.graph,
+                                  emulator.num_cores_per_replica),
         gather_threshold_bytes=gather_threshold_bytes,
     )
 
@@ -166,30 +168,7 @@ def _activation_threshold(traced, compiled):
     return max(min(pieces) // 8, 1) if pieces else None
 
 
-_WHY = {
-    "all-gather": (
-        "this op cannot work on the split pieces, so XLA reassembles the whole tensor on "
-        "every core. Fix: avoid ops that merge or reorder split axes there (e.g. a "
-        "reshape that flattens them), or split a different axis."
-    ),
-    "all-to-all": (
-        "XLA moves this tensor's pieces from one split to another: the tensors meeting "
-        "at this op (or its gradient) are split differently, e.g. one input split "
-        "[1, 4, 1, 1] and another [1, 2, 2, 1], or a transpose moves a split axis. Fix: "
-        "give the inputs that meet here the same spec in spatial_tf.split."
-    ),
-}
-
-
-_FUSED_BATCH_NORM = (
-    "fused batch norm (FusedBatchNormV3, tf_keras' default) has no partitioned form, so XLA "
-    "reassembles the whole activation on every core. Fix: use unfused batch norm: "
-    "spatial_tf.layers.unfuse_batch_norm(model) on a tf_keras model, or "
-    "BatchNormalization(fused=False); Keras 3's BatchNormalization is never fused."
-)
-
-
-def _gather_warnings(found, threshold):
+def _gather_warnings(found, threshold, graph, num_cores):
     if threshold is None:
         return []
     grouped = collections.OrderedDict()
@@ -198,11 +177,18 @@ def _gather_warnings(found, threshold):
             grouped.setdefault((c.op_name or "(unnamed op)", c.kind), []).append(c)
     warnings = []
     for (op_name, kind), items in grouped.items():
+        source = op_source.find(graph, op_name)
+        total = sum(c.bytes for c in items)
         shapes = ", ".join(sorted({c.shape for c in items}))
-        why = _FUSED_BATCH_NORM if "FusedBatchNorm" in op_name else _WHY[kind]
+        origin = ""
+        if source is not None and source.frame is not None:
+            made = "the gradient of the op made at" if source.gradient else "made at"
+            origin = f", {made} {source.where()}"
+        saving = (f" Kept split, it would need up to {format_bytes(total - total // num_cores)} "
+                  f"less per core." if num_cores > 1 else "")
         warnings.append(
-            f"{kind} of an activation-sized tensor at TensorFlow op '{op_name}' "
-            f"({len(items)}x, {format_bytes(sum(c.bytes for c in items))} per core; {shapes}): "
-            + why
+            f"{kind} of an activation-sized tensor at TensorFlow op '{op_name}'{origin} "
+            f"({len(items)}x, {format_bytes(total)} per core; {shapes}): "
+            + remedies.explain(kind, source, num_cores, op_name) + saving
         )
     return warnings

@@ -141,6 +141,7 @@ class Outline:
       output_specs: the function's tensor outputs, then the summaries' values and steps.
       summaries: the ``tf.summary`` calls the step made (``summaries.Recorded``); their
         values and steps are the last ``2 * len(summaries)`` outputs.
+      graph: the traced ``FuncGraph``; its ops keep the Python line that made them.
     """
 
     def __init__(self, name, signature, concrete, captures, summaries=()):
@@ -159,6 +160,7 @@ class Outline:
                     f"dense tensors. Fix: return .to_tensor() / tf.sparse.to_dense(...) of it."
                 )
         self.captures = captures
+        self.graph = concrete.graph  # each op with its Python traceback, for messages
         self.output_specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in concrete.outputs)
 
     @property

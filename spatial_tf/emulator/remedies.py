@@ -1,0 +1,163 @@
+"""Why an activation-sized tensor is gathered, and the fix that applies to its op.
+
+``explain(kind, source, num_cores)`` is the text after a ``report`` warning's figures:
+the reason for the gather and the concrete remedy for the TensorFlow op behind it
+(``op_source.Source``): ``partition_friendly(model)`` for batch norm and stride-1
+convolutions, the ``spatial_tf.losses`` function with the same call for Keras' cross
+entropy, the split that keeps a reshape contiguous, or the general advice.
+
+>>> merged_axes([2, 32, 32, 4], [2, 4096])
+[1, 2, 3]
+>>> contiguous_spec([2, 32, 32, 4], [2, 4096], 4)
+[1, 4, 1, 1]
+"""
+from typing import List, Optional, Sequence
+
+from spatial_tf.emulator import op_source
+
+__all__ = ["explain", "merged_axes", "contiguous_spec"]
+
+GENERIC = {
+    "all-gather": (
+        "this op cannot work on the split pieces, so XLA reassembles the whole tensor on "
+        "every core. Fix: avoid ops that merge or reorder split axes there (e.g. a "
+        "reshape that flattens them), or split a different axis."
+    ),
+    "all-to-all": (
+        "XLA moves this tensor's pieces from one split to another: the tensors meeting "
+        "at this op (or its gradient) are split differently, e.g. one input split "
+        "[1, 4, 1, 1] and another [1, 2, 2, 1], or a transpose moves a split axis. Fix: "
+        "give the inputs that meet here the same spec in spatial_tf.split."
+    ),
+}
+
+FUSED_BATCH_NORM = (
+    "fused batch norm (FusedBatchNormV3, tf_keras' default) has no partitioned form, so XLA "
+    "reassembles the whole activation on every core. Fix: "
+    "spatial_tf.layers.partition_friendly(model) unfuses it (or BatchNormalization("
+    "fused=False)); Keras 3's BatchNormalization is never fused."
+)
+
+_PLAIN_CONVOLUTION = (
+    "the kernel gradient of this stride-1 convolution is partitioned by gathering its "
+    "input (or keeping its halo from the forward pass). Fix: "
+    "spatial_tf.layers.partition_friendly(model) computes it from halo exchanges of the "
+    "output gradient, with the same weights and results."
+)
+
+_OTHER_CONVOLUTION = (
+    "this {what} convolution's pieces per core are too small for its window or stride "
+    "at this level (typically a deep, downsampled level split as many ways as the "
+    "input), and partition_friendly has no halo form for it. Fix: split fewer ways, or "
+    "split an axis that stays large at this level."
+)
+
+_CROSS_ENTROPY = (
+    "Keras' {name} flattens the split axes into [-1, classes]. Fix: "
+    "spatial_tf.losses.{name}(y_true, y_pred, from_logits=...), the same call, keeps them "
+    "split."
+)
+
+_RESHAPE = (
+    "this reshape merges axes {axes} of a {shape} tensor, and only a split of the "
+    "outermost merged axis stays contiguous. Fix: {spec} keeps this reshape local (or "
+    "reshape after the loss instead)."
+)
+
+_RESHAPE_BATCH = (
+    "this reshape merges the batch with the split axes {axes} of a {shape} tensor, so no "
+    "spatial split keeps it local. Fix: keep the spatial axes until they are reduced "
+    "(per-pixel losses and metrics as spatial_tf.losses computes them), or reshape "
+    "after reducing them."
+)
+
+_CONVOLUTIONS = ("Conv2D", "Conv3D", "DepthwiseConv2dNative", "Conv2DBackpropInput",
+                 "Conv3DBackpropInputV2", "Conv2DBackpropFilter", "Conv3DBackpropFilterV2")
+
+
+def explain(kind: str, source, num_cores: int, op_name: str = "") -> str:
+    """The reason and fix for a ``kind`` collective at ``source`` (None: unknown op)."""
+    if source is None:
+        return FUSED_BATCH_NORM if "FusedBatchNorm" in op_name else GENERIC[kind]
+    op = source.op
+    if op.type.startswith("FusedBatchNorm"):
+        return FUSED_BATCH_NORM
+    if op.type in _CONVOLUTIONS:
+        what = _convolution_kind(op)
+        return _PLAIN_CONVOLUTION if what is None else _OTHER_CONVOLUTION.format(what=what)
+    loss = _cross_entropy(op)
+    if loss is not None:
+        return _CROSS_ENTROPY.format(name=loss)
+    if op.type == "Reshape" and kind == "all-gather":
+        before, after = _static_shape(op.inputs[0]), _static_shape(op.outputs[0])
+        axes = merged_axes(before, after) if before and after else []
+        if axes and axes[0] == 0 and before[0] > 1:
+            return _RESHAPE_BATCH.format(axes=axes, shape=before)
+        spec = contiguous_spec(before, after, num_cores) if axes else None
+        if spec is not None:
+            return _RESHAPE.format(axes=axes, shape=before, spec=spec)
+    return GENERIC[kind]
+
+
+def _convolution_kind(op) -> Optional[str]:
+    """None for a plain stride-1 convolution (or its gradient), else what makes it
+    different."""
+    if op.type.startswith("Depthwise"):
+        return "depthwise"
+    if "BackpropInput" in op.type and not op.name.startswith(op_source.GRADIENT_PREFIX):
+        return "transposed"
+    strides, dilations = op.get_attr("strides"), op.get_attr("dilations")
+    if any(s != 1 for s in strides):
+        return "strided"
+    if any(d != 1 for d in dilations):
+        return "dilated"
+    return None
+
+
+def _cross_entropy(op) -> Optional[str]:
+    """The Keras loss whose ops (by type or name scope) these are, or None."""
+    name = f"{op.type}/{op.name}".lower()
+    if "categorical_crossentropy" not in name and "softmaxcrossentropywithlogits" not in name:
+        return None
+    sparse = "sparse" in name
+    return "sparse_categorical_crossentropy" if sparse else "categorical_crossentropy"
+
+
+def _static_shape(tensor) -> Optional[List[int]]:
+    dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+    return dims if dims is not None and None not in dims else None
+
+
+def merged_axes(before: Sequence[int], after: Sequence[int]) -> List[int]:
+    """The axes of ``before`` that a reshape to ``after`` merges into one (the first such
+    group, size-1 axes included), or [] when it merges none."""
+    i = j = 0
+    while i < len(before) and j < len(after):
+        start, size, target = i, before[i], after[j]
+        i += 1
+        while size < target and i < len(before):
+            size *= before[i]
+            i += 1
+        if size != target:  # the reshape splits an axis here, or the sizes do not line up
+            return []
+        if i - start > 1 and sum(before[k] > 1 for k in range(start, i)) > 1:
+            return list(range(start, i))
+        j += 1
+    return []
+
+
+def contiguous_spec(before: Sequence[int], after: Sequence[int],
+                    num_cores: int) -> Optional[List[int]]:
+    """The spec for ``before`` that keeps a reshape to ``after`` local: only the outermost
+    merged axis (of size > 1) split ``num_cores`` ways. None when that axis is the batch
+    (axis 0) or does not divide, or nothing is merged.
+
+    >>> contiguous_spec([2, 32, 32, 5], [2048, 5], 4) is None   # merges the batch
+    True
+    """
+    axes = [a for a in merged_axes(before, after) if before[a] > 1]
+    if not axes or axes[0] == 0 or before[axes[0]] % num_cores:
+        return None
+    spec = [1] * len(before)
+    spec[axes[0]] = num_cores
+    return spec
