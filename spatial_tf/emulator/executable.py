@@ -80,19 +80,24 @@ class Program:
         outputs, updates = self.execute_replicas([arg_values], capture_values)
         return outputs[0], updates[0]
 
-    def execute_replicas(self, per_replica_args, capture_values):
+    def execute_replicas(self, per_replica_args, capture_values, replica_captures=None):
         """Run every replica once; ``per_replica_args[r]`` are replica ``r``'s tensor
-        arguments. Returns ``(outputs, updates)``: one list per replica each, the
+        arguments, ``capture_values`` the captured values every replica reads, except
+        ``replica_captures[i][r]``: replica ``r``'s own value of capture ``i`` (an
+        ON_READ variable). Returns ``(outputs, updates)``: one list per replica each, the
         updates being each replica's new values of the variables it writes.
         """
         traced = self.traced
         captures = [np.asarray(v) for v in capture_values]
         per_replica = []
-        for arg_values in per_replica_args:
+        for r, arg_values in enumerate(per_replica_args):
+            own = list(captures)
+            for i, values in (replica_captures or {}).items():
+                own[i] = np.asarray(values[r])
             arrays = [
                 np.asarray(v, dtype=spec.dtype.as_numpy_dtype)
                 for v, spec in zip(arg_values, traced.arg_specs)
-            ] + captures
+            ] + own
             _check_arrays(traced, arrays)
             if self.float64:
                 arrays = precision.widen(arrays)

@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context
-from spatial_tf.emulator import _distribute, replicas, summaries
+from spatial_tf.emulator import _distribute, on_read, replicas, summaries
 from spatial_tf.emulator.handles import is_variable
 from spatial_tf.emulator.trace import CallSignature
 
@@ -34,8 +34,8 @@ def run(emulator, fn, args, kwargs):
     step = emulator.compile(fn, signature=signatures[0])
     with context.logical_device_scope(emulator):
         if tf.executing_eagerly():
-            return _run_now(step, signatures)
-        return _run_in_graph(step, signatures)
+            return _run_now(emulator, step, signatures)
+        return _run_in_graph(emulator, step, signatures)
 
 
 def _check_same_shapes(signatures):
@@ -54,14 +54,27 @@ def _numpy(t):
     return t.numpy() if hasattr(t, "numpy") else np.asarray(t)
 
 
-def _combine(traced, captures, per_replica_updates):
+def _replica_captures(emulator, traced, captures):
+    """``{capture index: [value per replica]}`` for the ON_READ variables the step reads."""
+    if emulator.num_replicas_in_sync == 1:
+        return {}
+    return {c: emulator.replica_values.components(var, captures[c])
+            for c, var in enumerate(traced.captures) if on_read.is_on_read(var)}
+
+
+def _execute(emulator, step, per_replica_args, captures):
+    """Run every replica; ``(outputs per replica, each written variable's new value)``."""
+    traced = step.traced
+    outputs, updates = step.program.execute_replicas(
+        per_replica_args, captures, _replica_captures(emulator, traced, captures))
     combined = []
     for i, (_, c) in enumerate(traced.writes):
-        var = traced.captures[c]
-        combined.append(replicas.combine_updates(
-            var.aggregation, captures[c], [u[i] for u in per_replica_updates]
-        ))
-    return combined
+        var, values = traced.captures[c], [u[i] for u in updates]
+        if len(values) > 1 and on_read.is_on_read(var):
+            combined.append(emulator.replica_values.update(var, values))
+        else:
+            combined.append(replicas.combine_updates(var.aggregation, captures[c], values))
+    return outputs, combined
 
 
 def _pack(traced, per_replica_outputs):
@@ -73,12 +86,12 @@ def _pack(traced, per_replica_outputs):
     )
 
 
-def _run_now(step, signatures):
+def _run_now(emulator, step, signatures):
     traced = step.traced
     captures = traced.capture_values()
     per_replica_args = [[_numpy(t) for t in s.tensors] for s in signatures]
-    outputs, updates = step.program.execute_replicas(per_replica_args, captures)
-    for var, value in zip(traced.written_variables, _combine(traced, captures, updates)):
+    outputs, updates = _execute(emulator, step, per_replica_args, captures)
+    for var, value in zip(traced.written_variables, updates):
         var.assign(value)
     _write_summaries(traced, outputs[0])
     return _pack(traced, [
@@ -87,7 +100,7 @@ def _run_now(step, signatures):
     ])
 
 
-def _run_in_graph(step, signatures):
+def _run_in_graph(emulator, step, signatures):
     traced = step.traced
     written = traced.written_variables
     num_replicas = len(signatures)
@@ -105,9 +118,8 @@ def _run_in_graph(step, signatures):
             arrays[r * num_args:(r + 1) * num_args] for r in range(num_replicas)
         ]
         capture_values = arrays[num_replicas * num_args:]
-        outputs, updates = step.program.execute_replicas(per_replica_args, capture_values)
-        flat = [o for replica_outputs in outputs for o in replica_outputs]
-        flat += _combine(traced, capture_values, updates)
+        outputs, updates = _execute(emulator, step, per_replica_args, capture_values)
+        flat = [o for replica_outputs in outputs for o in replica_outputs] + updates
         specs = output_specs * num_replicas + update_specs
         done = np.zeros((), np.int32)  # so that a step with no results still runs
         return [np.asarray(a, dtype=s.dtype.as_numpy_dtype) for a, s in zip(flat, specs)] + [done]
@@ -158,8 +170,8 @@ def _run_in_graph_when_sizes_known(emulator, fn, signatures):
         step = emulator.compile(fn, signature=concrete[0])
         traced = step.traced
         captures = [_capture_value(c, keys, values, traced.name) for c in traced.captures]
-        outputs, updates = step.program.execute_replicas(per_replica_args, captures)
-        for (_, c), value in zip(traced.writes, _combine(traced, captures, updates)):
+        outputs, updates = _execute(emulator, step, per_replica_args, captures)
+        for (_, c), value in zip(traced.writes, updates):
             values[keys[_variable_key(traced.captures[c])]] = value
         flat = [o for replica_outputs in outputs for o in replica_outputs] + values
         dtypes = [s.dtype for s in output_specs] * num_replicas + [v.dtype for v in variables]

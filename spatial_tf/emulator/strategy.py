@@ -38,7 +38,7 @@ import tensorflow as tf
 from spatial_tf import context, logs
 from spatial_tf.checks import check_int
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.emulator import _distribute, _xla, runner
+from spatial_tf.emulator import _distribute, _xla, on_read, runner
 from spatial_tf.emulator.executable import Program
 from spatial_tf.emulator.extended import EmulatorExtended
 from spatial_tf.emulator.replica import EmulatedReplicaContext, tracing_program
@@ -143,6 +143,8 @@ class Emulator(tf.distribute.Strategy):
         super().__init__(EmulatorExtended(self, self.num_replicas))
         self._steps = collections.OrderedDict()
         self._warned = set()
+        # each replica's value of the ON_READ variables (Keras metrics), see on_read.py
+        self.replica_values = on_read.ReplicaValues(self.num_replicas)
 
     def __repr__(self):
         return (

@@ -108,7 +108,7 @@ def _recall(detections, labels, threshold=0.5):
 
 @pytest.mark.slow  # 16 s on an idle 2-core machine, over a minute on a busy one
 def test_training_raises_recall_above_chance():
-    keras.utils.set_random_seed(3)
+    keras.utils.set_random_seed(6)
     model = retinanet((64, 64, 3), 2, backbone_filters=(16, 16, 16, 16), fpn_filters=16,
                       batch_norm_momentum=0.8)
     optimizer = keras.optimizers.Adam(3e-3)
@@ -124,7 +124,7 @@ def test_training_raises_recall_above_chance():
         return _recall(detections, test_labels)
 
     chance = recall()      # the untrained model's best box
-    losses = [float(train((tf.constant(images), labels))["loss"]) for _ in range(80)]
+    losses = [float(train((tf.constant(images), labels))["loss"]) for _ in range(120)]
     after = recall()
     assert losses[-1] < 0.5 * losses[0]
     assert after >= 0.75 and after >= chance + 0.5, (chance, after, losses[::10])

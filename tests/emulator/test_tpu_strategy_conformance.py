@@ -550,17 +550,11 @@ def test_outside_compilation_host_only_op(strategy):
     assert [v.tolist() for v in _local(strategy, out)] == [[4.0, 7.0]] * strategy.num_replicas_in_sync
 
 
-def test_all_reduce_on_sync_on_read_variable(strategy, request):
+def test_all_reduce_on_sync_on_read_variable(strategy):
     # tpu_strategy_test.TPUStrategyTest.test_all_reduce_on_sync_on_read_variable: an
     # ON_READ, ONLY_FIRST_REPLICA variable w; replica i adds its input i to w, then
     # all_reduce(SUM, w) + x is data_sum + i on replica i; outside, w reads (0.,).
     r = strategy.num_replicas_in_sync
-    if r > 1:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, raises=AssertionError,
-            reason="an ON_READ variable has one value, not one per replica: replica 1's "
-                   "write is dropped, so all_reduce(SUM, w) is 0 instead of 1 "
-                   "([[0.0], [1.0]] instead of [[1], [2]])"))
     dataset = tf.data.Dataset.range(r, output_type=tf.float32).batch(r, drop_remainder=True)
     input_iterator = iter(strategy.experimental_distribute_dataset(dataset))
     with strategy.scope():

@@ -1,0 +1,72 @@
+"""Variables with ``synchronization=ON_READ``: one value per replica, read as aggregated.
+
+TPUStrategy and MirroredStrategy keep a ``SyncOnReadVariable`` as one component per
+replica: a step reads and writes its own replica's component, and a read outside the
+step aggregates them as the variable's ``aggregation`` says (``SUM``: the sum, ``MEAN``:
+the mean, ``ONLY_FIRST_REPLICA``: replica 0's; TensorFlow's
+``distribute/values.py``, ``SyncOnReadVariable._get_cross_replica``). Keras keeps its
+metrics so (``Mean``: ``total`` and ``count``, ``aggregation=SUM``), so each replica's
+``result()`` in a step is its own running mean.
+
+The emulator's variable is one host variable; ``ReplicaValues`` keeps each replica's
+component beside it and writes the aggregate into the host variable after each step, so
+reads outside a step, checkpoints and ``numpy()`` see what TPUStrategy's would. A value
+assigned to the host variable outside a step (``reset_state``, a checkpoint restore) is
+spread over the replicas as TensorFlow's cross-replica assign does (``SUM``: value / R
+each; otherwise the value each).
+
+>>> import numpy as np
+>>> aggregate(tf.VariableAggregation.SUM, [np.array([1.0]), np.array([2.0])]).tolist()
+[3.0]
+"""
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["ReplicaValues", "is_on_read", "aggregate"]
+
+
+def is_on_read(variable) -> bool:
+    """Whether ``variable`` was made with ``synchronization=ON_READ``."""
+    return getattr(variable, "synchronization", None) == tf.VariableSynchronization.ON_READ
+
+
+def aggregate(aggregation, per_replica: List[np.ndarray]) -> np.ndarray:
+    """The value an ON_READ variable reads outside a step."""
+    dtype = np.result_type(per_replica[0])
+    if aggregation == tf.VariableAggregation.SUM:
+        return np.sum(np.stack(per_replica), axis=0).astype(dtype)
+    if aggregation == tf.VariableAggregation.MEAN:
+        return (np.sum(np.stack(per_replica), axis=0) / len(per_replica)).astype(dtype)
+    return per_replica[0]
+
+
+class ReplicaValues:
+    """Each replica's component of the ON_READ variables one emulator's steps use."""
+
+    def __init__(self, num_replicas: int):
+        self.num_replicas = num_replicas
+        # variable ref -> (the components, the aggregate last written to the host variable)
+        self._values: Dict = {}
+
+    def components(self, variable, host_value) -> List[np.ndarray]:
+        """Replica ``r``'s value of ``variable`` at index ``r``, given the host variable's
+        value now (it differs from the last aggregate after an assignment outside a step)."""
+        host_value = np.asarray(host_value)
+        stored = self._values.get(variable.ref())
+        if stored is not None and np.array_equal(stored[1], host_value, equal_nan=True):
+            return stored[0]
+        if stored is not None and variable.aggregation == tf.VariableAggregation.SUM:
+            # assigned outside a step: TensorFlow's cross-replica assign of a SUM variable
+            # gives each replica value / R, so that it reads back as the value
+            share = (host_value / self.num_replicas).astype(host_value.dtype)
+            return [share] * self.num_replicas
+        return [host_value] * self.num_replicas  # as created: every replica the same value
+
+    def update(self, variable, per_replica: List[np.ndarray]) -> np.ndarray:
+        """Store each replica's new value; return the aggregate for the host variable."""
+        per_replica = [np.asarray(v) for v in per_replica]
+        value = aggregate(variable.aggregation, per_replica)
+        self._values[variable.ref()] = (per_replica, value)
+        return value
