@@ -10,7 +10,10 @@ ValueError: num_replicas is 0; expected a positive int. Fix: e.g. num_replicas=2
 import numbers
 from typing import Any, Optional
 
-__all__ = ["check_int"]
+__all__ = ["check_int", "CORE_COUNTS"]
+
+# cores per replica TPUConfig and spatial_tf accept (spatial_tf.spec's rule, without TF)
+CORE_COUNTS = tuple(2**i for i in range(8))
 
 
 def check_int(value: Any, name: str, example: str, *, minimum: Optional[int] = 1,

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 __all__ = [
     "sparse_categorical_crossentropy", "categorical_crossentropy", "dice_loss", "log_softmax",
+    "segmentation_loss",
 ]
 
 EPSILON = 1e-7  # Keras' default fuzz factor, used to clip probabilities
@@ -150,6 +151,22 @@ def dice_loss(y_true, y_pred, from_logits=False, *, mask=None, smooth=1e-5) -> t
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def segmentation_loss(labels, logits, mask=None, *, dice_weight: float = 1.0,
+                      class_weights=None) -> tf.Tensor:
+    """Cross-entropy plus ``dice_weight`` x soft Dice loss, both over valid voxels: the
+    loss spatial_tf's segmentation training and the planner use by default.
+
+    >>> logits = tf.constant([[[4.0, -4.0], [-4.0, 4.0]]])
+    >>> round(float(segmentation_loss(tf.constant([[0, 1]]), logits)), 4)
+    0.0007
+    """
+    loss = sparse_categorical_crossentropy(labels, logits, True, mask=mask,
+                                           class_weights=class_weights)
+    if dice_weight:
+        loss += dice_weight * dice_loss(labels, logits, True, mask=mask)
+    return loss
 
 
 def _cross_entropy(one_hot, y_pred, from_logits, mask, class_weights, num_classes, name):

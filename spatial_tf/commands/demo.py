@@ -56,7 +56,7 @@ def make_spec(cores):
     >>> make_spec(4)
     [[1, 2, 2, 1, 1], [1, 2, 2, 1]]
     """
-    from spatial_tf.commands.train import default_spec
+    from spatial_tf.commands.shared import default_spec
 
     grid = default_spec(cores)
     return [grid, grid[:4]]

@@ -119,7 +119,7 @@ def run_train(args):
     from spatial_tf import logs
     from spatial_tf.commands import volumes
     from spatial_tf.commands.options import fail
-    from spatial_tf.commands.train import train_until_signal
+    from spatial_tf.commands.shared import train_until_signal
 
     prog = "python -m spatial_tf train"
     logs.start_tensorflow()
@@ -203,7 +203,7 @@ def _detector(rec, cores):
 
 def run_evaluate(args, rec, latest):
     """``python -m spatial_tf evaluate`` of a retinanet model dir: COCO mAP."""
-    from spatial_tf.commands.evaluate import restore
+    from spatial_tf.commands.shared import restore
     from spatial_tf.commands.options import fail
     from spatial_tf.detection.evaluation import DetectionEvaluator
 
@@ -240,7 +240,7 @@ def run_predict(args, rec, latest):
     """``python -m spatial_tf predict`` of a retinanet model dir: boxes drawn on a PNG."""
     import numpy as np
 
-    from spatial_tf.commands.evaluate import restore
+    from spatial_tf.commands.shared import restore
     from spatial_tf.commands.options import fail
     from spatial_tf.data import DETECTION_CLASSES, synthetic_detection_image
     from spatial_tf.detection.drawing import draw_detections

@@ -11,6 +11,7 @@ import sys
 from typing import Callable
 
 from spatial_tf.commands.options import positive_int, power_of_two
+from spatial_tf.commands.shared import load, restore  # noqa: F401 (kept importable from here)
 
 __all__ = ["add_parser", "run", "restore", "load", "run_for_model"]
 
@@ -32,31 +33,6 @@ def add_parser(subparsers):
                    help="cores per replica to evaluate on (default 1: unpartitioned)")
     p.set_defaults(func=run)
     return p
-
-
-def load(prog, model_dir):
-    """``(record, latest_checkpoint)`` of a model dir, or raise ValueError naming it."""
-    from spatial_tf.commands import volumes
-
-    record = volumes.read_record(model_dir)
-    import tensorflow as tf
-
-    latest = tf.train.latest_checkpoint(model_dir) if os.path.isdir(model_dir) else None
-    if record is None or latest is None:
-        raise ValueError(f"argument --model-dir: {model_dir} holds no trained model (no "
-                         f"{volumes.MODEL_FILE} and checkpoint); expected the --model-dir of "
-                         f"python -m spatial_tf train. Fix: train first or check the path")
-    return record, latest
-
-
-def restore(model, checkpoint) -> int:
-    """Load ``model``'s weights from ``checkpoint``; return its global step."""
-    import tensorflow as tf
-
-    step = tf.Variable(0, dtype=tf.int64)
-    tf.train.Checkpoint(model=model, step=step).restore(checkpoint).expect_partial() \
-        .assert_existing_objects_matched()
-    return int(step.numpy())
 
 
 def run_for_model(prog: str, args: argparse.Namespace, unet3d: Callable[..., int],
@@ -109,7 +85,7 @@ def _run_unet3d(args, record, latest):
     except (ValueError, OSError, ImportError) as e:
         return fail(prog, str(e))
     if args.cores > 1:
-        from spatial_tf.commands.train import default_spec
+        from spatial_tf.commands.shared import default_spec
 
         strategy = spatial_tf.auto(num_cores_per_replica=args.cores)
         grid = default_spec(args.cores)

@@ -14,6 +14,8 @@ argparse.ArgumentTypeError: -4 is not allowed; expected a power of two from 1 to
 import argparse
 import sys
 
+from spatial_tf.checks import CORE_COUNTS  # kept importable from here
+
 __all__ = ["Parser", "positive_int", "power_of_two", "int_list", "CORE_COUNTS",
            "add_unet_options", "check_batch", "DTYPE_POLICIES", "UNET_PRESETS",
            "resolve_unet_preset"]
@@ -23,10 +25,6 @@ DTYPE_POLICIES = ("float32", "mixed_bfloat16")
 # --preset NAME -> its --depth and --filters (spatial_tf.models.unet3d_presets' table, kept
 # here so that parsing imports no Keras; None: spatial_tf's own U-Net)
 UNET_PRESETS = {None: (3, 8), "model_garden": (4, 32)}
-
-# cores per replica TPUConfig and spatial_tf accept (spatial_tf.spec's rule, without TF)
-CORE_COUNTS = tuple(2**i for i in range(8))
-
 
 class Parser(argparse.ArgumentParser):
     """``ArgumentParser`` whose errors are one line on stderr (exit status 2)."""

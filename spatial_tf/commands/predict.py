@@ -80,7 +80,7 @@ def run(args):
 
 def _run_unet3d(args, record, latest):
     from spatial_tf.commands import volumes
-    from spatial_tf.commands.evaluate import restore
+    from spatial_tf.commands.shared import restore
     from spatial_tf.commands.options import fail
 
     prog = PROG

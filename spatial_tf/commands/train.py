@@ -10,11 +10,11 @@ SIGTERM and Ctrl-C save a checkpoint of the finished step and exit with status 1
 """
 import math
 import os
-import signal
-import sys
 
 from spatial_tf.commands.options import (add_unet_options, check_batch, int_list, positive_int,
                                         power_of_two, resolve_unet_preset)
+
+from spatial_tf.commands.shared import default_spec, train_until_signal  # noqa: F401 (kept here)
 
 __all__ = ["add_parser", "run", "default_spec", "check_args", "train_until_signal"]
 
@@ -59,20 +59,6 @@ def add_parser(subparsers):
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
-
-
-def default_spec(cores):
-    """Split the three spatial axes as evenly as possible over ``cores``.
-
-    >>> default_spec(8), default_spec(4), default_spec(1)
-    ([1, 2, 2, 2, 1], [1, 2, 2, 1, 1], [1, 1, 1, 1, 1])
-    """
-    spec = [1, 1, 1, 1, 1]
-    axis = 1
-    while math.prod(spec) < cores:
-        spec[axis] *= 2
-        axis = axis % 3 + 1
-    return spec
 
 
 def check_args(parser, args):
@@ -123,39 +109,6 @@ def _record(args, shape, existing=None):
     return {"model": args.model, "shape": list(shape), "classes": args.classes,
             "depth": args.depth, "filters": args.filters, "dtype_policy": args.dtype_policy,
             "preset": args.preset, "conv": conv}
-
-
-def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, **options):
-    """``spatial_tf.train.train`` to ``--steps`` with the command's options; SIGTERM and
-    Ctrl-C save a checkpoint of the finished step. Prints the last step
-    (``describe(last)`` after training, or that it was trained already) and returns the
-    command's exit code: 0, or 130 after saying on stderr that a signal stopped it.
-    ``options`` go to ``train`` (``spec``, ``step_fn``)."""
-    from spatial_tf import train
-
-    stop = {"signal": None}
-
-    def handler(signum, frame):
-        stop["signal"] = signum
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        last = train.train(strategy, model, optimizer, dist, steps=args.steps,
-                           model_dir=args.model_dir, checkpoint_every=args.checkpoint_every,
-                           progress=not args.no_progress,
-                           stop=lambda: stop["signal"] is not None, **options)
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-    if last.get("stopped"):
-        print(f"{prog}: stopped by signal {stop['signal']} at step {last['step']}; checkpoint "
-              f"saved, run the same command to resume", file=sys.stderr, flush=True)
-        return 130
-    if "loss" in last:
-        print(f"step {last['step']}: {describe(last)}")
-    else:
-        print(f"step {last['step']}: already trained to --steps {args.steps}")
-    return 0
 
 
 def run(args):

@@ -19,6 +19,7 @@ import keras
 from spatial_tf.checks import check_int
 from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
 from spatial_tf.models.precision import output_dtype, resolve_dtype_policy
+from spatial_tf.models.sizes import output_size, valid_sizes
 
 __all__ = ["unet3d", "unet", "output_size"]
 
@@ -105,7 +106,7 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
             raise ValueError(
                 f"unet: spatial size {size} (axis {axis}) does not halve cleanly "
                 f"{depth - 1} time(s) with padding={padding!r}, downsample={downsample!r}. "
-                f"Fix: use a size such as {_valid_size(size, depth, padding, downsample)}."
+                f"Fix: use a size such as {valid_sizes(size, depth, padding, downsample)}."
             )
     policy = resolve_dtype_policy(dtype_policy, "unet")
     halo = conv == "halo"
@@ -161,33 +162,3 @@ def _check_options(depth, base_filters, padding, downsample, conv):
                          f"HaloConv layers, the default) or 'keras'. Fix: conv='keras' "
                          f"rebuilds the layer structure of checkpoints written before "
                          f"'halo' existed; else leave the default.")
-
-
-def output_size(size: int, depth: int, padding: str = "same", downsample: str = "pool") -> int:
-    """Output spatial size of the U-Net for input ``size``, or None if it does not fit.
-
-    >>> output_size(64, 3), output_size(44, 3, "valid"), output_size(45, 3, "valid")
-    (64, 4, None)
-    """
-    shrink = 4 if padding == "valid" else 0  # two 3x3 convolutions per block
-    for _ in range(depth - 1):
-        size -= shrink
-        if downsample == "pool" or padding == "same":
-            if size < 2 or size % 2:
-                return None
-            size //= 2
-        else:  # stride-2 valid 3x3 convolution
-            if size < 3 or (size - 3) % 2:
-                return None
-            size = (size - 3) // 2 + 1
-    size -= shrink
-    for _ in range(depth - 1):
-        size = 2 * size - shrink
-    return size if size > 0 else None
-
-
-def _valid_size(size, depth, padding, downsample):
-    """The nearest sizes below and above ``size`` that fit, e.g. ``'16 or 20'``."""
-    below = next((c for c in range(size - 1, 0, -1) if output_size(c, depth, padding, downsample)), None)
-    above = next(c for c in range(size + 1, size + 8 * 2**depth) if output_size(c, depth, padding, downsample))
-    return f"{below} or {above}" if below else str(above)

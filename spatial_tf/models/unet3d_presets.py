@@ -49,6 +49,7 @@ import keras
 
 from spatial_tf.checks import check_int
 from spatial_tf.models.precision import output_dtype, resolve_dtype_policy
+from spatial_tf.models.sizes import output_size, valid_sizes
 
 __all__ = ["PRESETS", "model_garden_unet3d", "build_preset"]
 
@@ -80,7 +81,6 @@ def model_garden_unet3d(input_shape: Sequence[int], num_classes: int, *, depth: 
         (``UpSampling3D``).
       dtype_policy: as ``unet``'s; the logits stay in the variable dtype (float32).
     """
-    from spatial_tf.models.unet3d import _valid_size, output_size
 
     input_shape = tuple(input_shape)
     if len(input_shape) != 4:
@@ -97,7 +97,7 @@ def model_garden_unet3d(input_shape: Sequence[int], num_classes: int, *, depth: 
             raise ValueError(
                 f"model_garden_unet3d: spatial size {size} (axis {axis}) does not halve "
                 f"cleanly {depth - 1} time(s). Fix: use a size such as "
-                f"{_valid_size(size, depth, 'same', 'pool')}.")
+                f"{valid_sizes(size, depth, 'same', 'pool')}.")
     policy = resolve_dtype_policy(dtype_policy, "model_garden_unet3d")
 
     def block(x, filters, prefix):

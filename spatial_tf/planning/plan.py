@@ -236,7 +236,7 @@ def _model_step(model, loss, optimizer):
     import keras
 
     if loss is None:
-        from spatial_tf.train.step import segmentation_loss as loss
+        from spatial_tf.losses import segmentation_loss as loss
     elif isinstance(loss, str):
         loss = keras.losses.get(loss)
     optimizer = keras.optimizers.get(optimizer if optimizer is not None else "adam")

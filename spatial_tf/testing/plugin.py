@@ -67,7 +67,7 @@ def layouts(marker, where="@pytest.mark.spatial_tf"):
         )
     cores = _values(marker.kwargs.get("cores", DEFAULT_LAYOUT[0]), "cores", where)
     replicas = _values(marker.kwargs.get("replicas", DEFAULT_LAYOUT[1]), "replicas", where)
-    from spatial_tf.commands.options import CORE_COUNTS
+    from spatial_tf.checks import CORE_COUNTS
 
     for c in cores:
         if c not in CORE_COUNTS:

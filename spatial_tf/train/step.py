@@ -12,17 +12,9 @@ import tensorflow as tf
 
 from spatial_tf import losses, metrics
 from spatial_tf.annotate import split
+from spatial_tf.losses import segmentation_loss  # kept importable from here
 
 __all__ = ["make_train_step", "make_eval_step", "segmentation_loss"]
-
-
-def segmentation_loss(labels, logits, mask=None, *, dice_weight: float = 1.0, class_weights=None):
-    """Cross-entropy plus ``dice_weight`` x soft Dice loss, both over valid voxels."""
-    loss = losses.sparse_categorical_crossentropy(labels, logits, True, mask=mask,
-                                                  class_weights=class_weights)
-    if dice_weight:
-        loss += dice_weight * losses.dice_loss(labels, logits, True, mask=mask)
-    return loss
 
 
 def _unpack(batch, spec):

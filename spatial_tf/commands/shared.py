@@ -1,0 +1,80 @@
+"""What the train, evaluate, predict, demo and detection commands share: the default
+split, training until a signal, and reading a model dir's checkpoint."""
+import math
+import os
+import signal
+import sys
+
+__all__ = ["default_spec", "train_until_signal", "load", "restore"]
+
+
+def default_spec(cores):
+    """Split the three spatial axes as evenly as possible over ``cores``.
+
+    >>> default_spec(8), default_spec(4), default_spec(1)
+    ([1, 2, 2, 2, 1], [1, 2, 2, 1, 1], [1, 1, 1, 1, 1])
+    """
+    spec = [1, 1, 1, 1, 1]
+    axis = 1
+    while math.prod(spec) < cores:
+        spec[axis] *= 2
+        axis = axis % 3 + 1
+    return spec
+
+
+def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, **options):
+    """``spatial_tf.train.train`` to ``--steps`` with the command's options; SIGTERM and
+    Ctrl-C save a checkpoint of the finished step. Prints the last step
+    (``describe(last)`` after training, or that it was trained already) and returns the
+    command's exit code: 0, or 130 after saying on stderr that a signal stopped it.
+    ``options`` go to ``train`` (``spec``, ``step_fn``)."""
+    from spatial_tf import train
+
+    stop = {"signal": None}
+
+    def handler(signum, frame):
+        stop["signal"] = signum
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        last = train.train(strategy, model, optimizer, dist, steps=args.steps,
+                           model_dir=args.model_dir, checkpoint_every=args.checkpoint_every,
+                           progress=not args.no_progress,
+                           stop=lambda: stop["signal"] is not None, **options)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    if last.get("stopped"):
+        print(f"{prog}: stopped by signal {stop['signal']} at step {last['step']}; checkpoint "
+              f"saved, run the same command to resume", file=sys.stderr, flush=True)
+        return 130
+    if "loss" in last:
+        print(f"step {last['step']}: {describe(last)}")
+    else:
+        print(f"step {last['step']}: already trained to --steps {args.steps}")
+    return 0
+
+
+def load(prog, model_dir):
+    """``(record, latest_checkpoint)`` of a model dir, or raise ValueError naming it."""
+    from spatial_tf.commands import volumes
+
+    record = volumes.read_record(model_dir)
+    import tensorflow as tf
+
+    latest = tf.train.latest_checkpoint(model_dir) if os.path.isdir(model_dir) else None
+    if record is None or latest is None:
+        raise ValueError(f"argument --model-dir: {model_dir} holds no trained model (no "
+                         f"{volumes.MODEL_FILE} and checkpoint); expected the --model-dir of "
+                         f"python -m spatial_tf train. Fix: train first or check the path")
+    return record, latest
+
+
+def restore(model, checkpoint) -> int:
+    """Load ``model``'s weights from ``checkpoint``; return its global step."""
+    import tensorflow as tf
+
+    step = tf.Variable(0, dtype=tf.int64)
+    tf.train.Checkpoint(model=model, step=step).restore(checkpoint).expect_partial() \
+        .assert_existing_objects_matched()
+    return int(step.numpy())
