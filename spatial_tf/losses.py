@@ -30,6 +30,7 @@ Conventions shared by every function here:
 """
 import numbers
 
+import numpy as np
 import tensorflow as tf
 
 __all__ = [
@@ -218,6 +219,16 @@ def _scores(y_pred, name):
 def _sparse_labels(y_true, spatial, num_classes, name):
     """Integer labels checked against ``spatial`` (y_pred's shape without classes)."""
     y_true = tf.convert_to_tensor(y_true)
+    if y_true.dtype.is_floating:
+        # Keras' compile() hands a loss function its labels as floats: whole numbers are
+        # class indices (as for Keras' own sparse cross-entropy), anything else is refused
+        if tf.executing_eagerly() and not np.all(np.mod(y_true.numpy(), 1) == 0):
+            raise TypeError(
+                f"{name}: y_true has dtype {y_true.dtype.name} and values that are not whole "
+                f"numbers; expected integer class indices. Fix: pass class indices, or use "
+                f"categorical_crossentropy for one-hot or soft labels."
+            )
+        y_true = tf.cast(y_true, tf.int32)
     if not y_true.dtype.is_integer:
         raise TypeError(
             f"{name}: y_true has dtype {y_true.dtype.name}; expected integer class indices. "

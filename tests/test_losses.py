@@ -162,8 +162,11 @@ def test_gradients_match_keras():
      ValueError, r"y_true holds class 3; expected classes in \[0, 3\).*num_classes=4"),
     (lambda: losses.sparse_categorical_crossentropy([[-1, 0]], np.zeros((1, 2, 3), "float32")),
      ValueError, r"y_true holds class -1"),
-    (lambda: losses.sparse_categorical_crossentropy([[0.0, 1.0]], np.zeros((1, 2, 3), "float32")),
-     TypeError, r"y_true has dtype float32; expected integer class indices.*categorical_crossentropy"),
+    (lambda: losses.sparse_categorical_crossentropy([[0.0, 1.5]], np.zeros((1, 2, 3), "float32")),
+     TypeError, r"y_true has dtype float32 and values that are not whole numbers; expected "
+                r"integer class indices.*categorical_crossentropy for one-hot or soft labels"),
+    (lambda: losses.sparse_categorical_crossentropy([["a", "b"]], np.zeros((1, 2, 3), "float32")),
+     TypeError, r"y_true has dtype string; expected integer class indices"),
     (lambda: losses.sparse_categorical_crossentropy([[0, 1, 1]], np.zeros((1, 2, 3), "float32")),
      ValueError, r"y_true has shape \(1, 3\); expected y_pred's shape without the class axis"),
     (lambda: losses.sparse_categorical_crossentropy([[0, 1]], np.zeros((1, 2, 3), "int32")),
@@ -280,3 +283,19 @@ def test_unet_train_step_keeps_the_split(emulator):
     assert not {"all-gather", "all-to-all"} & set(report.by_kind()) and not report.warnings
     comparison = emulator.compare(ours, args=(image, labels, mask))
     assert comparison.ok, str(comparison)
+
+
+def test_whole_number_float_labels_are_class_indices_as_keras_compile_passes_them():
+    logits = tf.constant(np.random.default_rng(0).normal(size=(2, 4, 4, 3)), tf.float32)
+    labels = np.random.default_rng(1).integers(0, 3, (2, 4, 4))
+    want = losses.sparse_categorical_crossentropy(labels.astype("int32"), logits, True)
+    got = losses.sparse_categorical_crossentropy(labels.astype("float32"), logits, True)
+    traced = tf.function(losses.sparse_categorical_crossentropy)(
+        tf.constant(labels, tf.float32), logits, True)
+    assert float(got) == float(want) == float(traced)
+
+    model = keras.Sequential([keras.Input((4, 4, 1)), keras.layers.Conv2D(3, 1)])
+    model.compile(optimizer="sgd", loss=lambda y, p: losses.sparse_categorical_crossentropy(
+        y, p, from_logits=True))
+    history = model.fit(np.ones((2, 4, 4, 1), "float32"), labels, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
