@@ -68,7 +68,7 @@ _NOTES = {
                        "the gather."),
     "RuntimeError": ("this TensorFlow version lays out its compiled XLA programs differently "
                      "from the versions spatial_tf was checked with.",
-                     "use a TensorFlow version from the README's compatibility table and "
+                     "use a TensorFlow version from docs/install.md's compatibility table and "
                      "report the version you used."),
 }
 

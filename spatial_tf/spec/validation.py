@@ -8,7 +8,7 @@ is a leaf (``Tile``, ``PartialTile``, ``Replicate``, ``Assign``) or a TPUEstimat
   replica gives ``Tile``;
 - ``None``: ``Replicate()``; also allowed over a whole sub-structure;
 - a list whose product is 1 (``[1]``): TPUEstimator's "core 0 only". TPUStrategy refuses
-  device assignment in SPMD mode, so it becomes ``Replicate()`` (see README).
+  device assignment in SPMD mode, so it becomes ``Replicate()`` (see docs/specs.md).
 
 ``input_partition_dims=[feature_dims, label_dims]`` is matched to ``(features, labels)``
 as is; ``[feature_dims]`` alone replicates the labels.

@@ -12,7 +12,7 @@ Loaded automatically once spatial_tf is installed (entry point ``pytest11``).
   (at least spatial_tf's default of 128; more with ``SPATIAL_TF_CPU_DEVICES`` or the ini
   option ``spatial_tf_cpu_devices``), unless jax was started or configured already.
 
-Example test file (the README has a complete one)::
+Example test file (docs/guide-testing.md has a complete one)::
 
     import pytest, tensorflow as tf, spatial_tf
     from spatial_tf.testing import assert_partitioned_matches

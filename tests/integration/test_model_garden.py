@@ -6,7 +6,7 @@ The volumetric 3D U-Net experiment ``seg_unet3d_test`` runs through
 ``strategy.scope()``, the task's own TFRecord input, Dice loss and optimizer config), with
 only ``TPUStrategy`` swapped for ``spatial_tf.Emulator``. It needs tf-models-official,
 which pins TensorFlow 2.20, so it runs in its own virtual environment (``.ci/run``; the
-README's "Testing spatial_tf itself" shows how); elsewhere the whole file is skipped.
+docs/development.md shows how); elsewhere the whole file is skipped.
 """
 import glob
 import os

@@ -176,12 +176,12 @@ def test_the_entry_point_is_declared_in_setup_cfg():
     assert callable(plugin.pytest_configure) and callable(plugin.emulator)
 
 
-def test_the_readme_example_test_file_passes(pytester):
+def test_the_documented_example_test_file_passes(pytester):
     import pathlib
 
     from markdown_it import MarkdownIt  # pytest-markdown-docs' parser
 
-    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).parents[2] / "docs" / "guide-testing.md").read_text()
     blocks = [t.content for t in MarkdownIt("commonmark").parse(readme)
               if t.type == "fence" and t.info.startswith("python")
               and "def test_partitioned_step_matches_unpartitioned" in t.content]
