@@ -7,7 +7,7 @@ replicas, and ``call_for_each_replica`` running the step emulated.
 """
 import tensorflow as tf
 
-from spatial_tf.emulator import _distribute, datasets, replica
+from spatial_tf.emulator import _distribute, datasets, hosts, replica
 
 __all__ = ["EmulatorExtended"]
 
@@ -15,9 +15,10 @@ __all__ = ["EmulatorExtended"]
 class EmulatorExtended(_distribute.OneDeviceExtended):
     """The ``extended`` object of an ``Emulator`` with ``num_replicas`` replicas."""
 
-    def __init__(self, container_strategy, num_replicas):
+    def __init__(self, container_strategy, num_replicas, num_hosts=1):
         super().__init__(container_strategy, "/cpu:0")
         self._num_replicas = num_replicas
+        self._num_hosts = num_hosts
         self._cluster_resolver = None
 
     # ------------------------------------------------------------ replicas
@@ -71,8 +72,11 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
     # ------------------------------------------------------------ input
 
     def _input_workers_with_options(self, options=None):
-        # every replica's batch is prepared on the host, where the emulator reads it
-        return _distribute.InputWorkers([(self._input_device, self.worker_devices)])
+        # one input worker per emulated host, feeding its replicas in order (TPUStrategy
+        # builds one per TPU host from its device assignment); all run on this host's CPU
+        per_host = self._num_replicas // self._num_hosts
+        return _distribute.InputWorkers(
+            [(self._input_device, (self._device,) * per_host)] * self._num_hosts)
 
     def _experimental_distribute_dataset(self, dataset, options):
         if not isinstance(dataset, tf.data.Dataset):
@@ -87,9 +91,13 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
         )
 
     def _distribute_datasets_from_function(self, dataset_fn, options):
-        context = tf.distribute.InputContext(
-            num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=self._num_replicas
-        )
+        contexts = [
+            tf.distribute.InputContext(num_input_pipelines=self._num_hosts, input_pipeline_id=h,
+                                       num_replicas_in_sync=self._num_replicas)
+            for h in range(self._num_hosts)
+        ]
+
+        specs = []
 
         def checked_dataset_fn(input_context):
             dataset = dataset_fn(input_context)
@@ -99,9 +107,11 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
                     f"{type(dataset).__name__}; expected a tf.data.Dataset of per-replica "
                     f"batches (input_context.get_per_replica_batch_size(global_batch))."
                 )
+            specs.append(dataset.element_spec)
+            hosts.check_host_specs(specs)  # before any step runs
             return dataset
 
         return _distribute.get_distributed_datasets_from_function(
-            checked_dataset_fn, self._input_workers_with_options(options), [context],
+            checked_dataset_fn, self._input_workers_with_options(options), contexts,
             self._container_strategy(), options=options,
         )

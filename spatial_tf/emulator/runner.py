@@ -6,11 +6,13 @@ values from the emulator's datasets, the same tensor otherwise), compiles the st
 replica succeeded. With one replica the outputs are plain tensors; with several, each
 output is a per-replica value holding every replica's result, as TPUStrategy returns.
 """
+import warnings
+
 import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context
-from spatial_tf.emulator import _distribute, on_read, replicas, summaries
+from spatial_tf.emulator import _distribute, hosts, on_read, replicas, summaries
 from spatial_tf.emulator.handles import is_variable
 from spatial_tf.emulator.trace import CallSignature
 
@@ -26,16 +28,17 @@ def run(emulator, fn, args, kwargs):
     )
     signatures = [CallSignature(a, k) for a, k in calls]
     _check_same_shapes(signatures)
+    distributed = hosts.distributed_indices(args, kwargs) if emulator.num_hosts > 1 else []
     if not all(s.shape.is_fully_defined() for s in signatures[0].specs):
         # sizes known only at run time (a batch without drop_remainder, an autograph
         # loop over a dataset): compiled then, once per size met, as TPUStrategy does
         with context.logical_device_scope(emulator):
-            return _run_in_graph_when_sizes_known(emulator, fn, signatures)
+            return _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed)
     step = emulator.compile(fn, signature=signatures[0])
     with context.logical_device_scope(emulator):
         if tf.executing_eagerly():
-            return _run_now(emulator, step, signatures)
-        return _run_in_graph(emulator, step, signatures)
+            return _run_now(emulator, step, signatures, distributed)
+        return _run_in_graph(emulator, step, signatures, distributed)
 
 
 def _check_same_shapes(signatures):
@@ -62,9 +65,11 @@ def _replica_captures(emulator, traced, captures):
             for c, var in enumerate(traced.captures) if on_read.is_on_read(var)}
 
 
-def _execute(emulator, step, per_replica_args, captures):
-    """Run every replica; ``(outputs per replica, each written variable's new value)``."""
+def _execute(emulator, step, per_replica_args, captures, distributed):
+    """Run every replica; ``(outputs per replica, each written variable's new value)``.
+    ``distributed``: the positions of the tensor arguments given per replica."""
     traced = step.traced
+    _check_hosts(emulator, traced.name, per_replica_args, distributed)
     outputs, updates = step.program.execute_replicas(
         per_replica_args, captures, _replica_captures(emulator, traced, captures))
     combined = []
@@ -77,6 +82,17 @@ def _execute(emulator, step, per_replica_args, captures):
     return outputs, combined
 
 
+def _check_hosts(emulator, name, per_replica_args, indices):
+    """Warn once per step when every host fed its replicas the same batches."""
+    key = ("identical hosts", name)
+    if emulator.num_hosts < 2 or key in emulator._warned:
+        return
+    if hosts.identical_hosts(per_replica_args, indices, emulator.num_hosts):
+        emulator._warned.add(key)
+        warnings.warn(hosts.identical_hosts_message(repr(name), emulator.num_hosts),
+                      hosts.IdenticalHostInputWarning, stacklevel=2)
+
+
 def _pack(traced, per_replica_outputs):
     packed = [traced.pack_outputs(outputs) for outputs in per_replica_outputs]
     if len(packed) == 1:
@@ -86,11 +102,11 @@ def _pack(traced, per_replica_outputs):
     )
 
 
-def _run_now(emulator, step, signatures):
+def _run_now(emulator, step, signatures, distributed):
     traced = step.traced
     captures = traced.capture_values()
     per_replica_args = [[_numpy(t) for t in s.tensors] for s in signatures]
-    outputs, updates = _execute(emulator, step, per_replica_args, captures)
+    outputs, updates = _execute(emulator, step, per_replica_args, captures, distributed)
     for var, value in zip(traced.written_variables, updates):
         var.assign(value)
     _write_summaries(traced, outputs[0])
@@ -100,7 +116,7 @@ def _run_now(emulator, step, signatures):
     ])
 
 
-def _run_in_graph(emulator, step, signatures):
+def _run_in_graph(emulator, step, signatures, distributed):
     traced = step.traced
     written = traced.written_variables
     num_replicas = len(signatures)
@@ -118,7 +134,8 @@ def _run_in_graph(emulator, step, signatures):
             arrays[r * num_args:(r + 1) * num_args] for r in range(num_replicas)
         ]
         capture_values = arrays[num_replicas * num_args:]
-        outputs, updates = _execute(emulator, step, per_replica_args, capture_values)
+        outputs, updates = _execute(emulator, step, per_replica_args, capture_values,
+                                    distributed)
         flat = [o for replica_outputs in outputs for o in replica_outputs] + updates
         specs = output_specs * num_replicas + update_specs
         done = np.zeros((), np.int32)  # so that a step with no results still runs
@@ -151,7 +168,7 @@ def _finish_graph_call(traced, results, specs, written, num_replicas):
     return _pack(traced, [outputs[r * n:(r + 1) * n] for r in range(num_replicas)])
 
 
-def _run_in_graph_when_sizes_known(emulator, fn, signatures):
+def _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed):
     """Embed a host call that compiles ``fn`` for the sizes it receives (cached by the
     emulator per shape), runs it and returns every variable's new value."""
     outline = emulator._outline(fn, signatures[0])
@@ -170,7 +187,7 @@ def _run_in_graph_when_sizes_known(emulator, fn, signatures):
         step = emulator.compile(fn, signature=concrete[0])
         traced = step.traced
         captures = [_capture_value(c, keys, values, traced.name) for c in traced.captures]
-        outputs, updates = _execute(emulator, step, per_replica_args, captures)
+        outputs, updates = _execute(emulator, step, per_replica_args, captures, distributed)
         for (_, c), value in zip(traced.writes, updates):
             values[keys[_variable_key(traced.captures[c])]] = value
         flat = [o for replica_outputs in outputs for o in replica_outputs] + values

@@ -116,6 +116,11 @@ class Emulator(tf.distribute.Strategy):
         ``tf.distribute.get_replica_context()`` is a real replica context whose
         ``all_reduce`` sums across replicas inside the compiled program, and ``run``
         returns per-replica values (plain tensors when ``num_replicas == 1``).
+      num_hosts: TPU hosts the replicas are spread over, as on a pod slice: each host
+        has its own input pipeline (``distribute_datasets_from_function`` calls
+        ``dataset_fn`` once per host; ``experimental_distribute_dataset`` shards the
+        dataset across hosts by its auto-shard policy), and replica ``r`` is fed by host
+        ``r // (num_replicas // num_hosts)``. Must divide ``num_replicas``.
       compiler_options: XLA debug options by name for every compile, e.g.
         ``{"xla_cpu_enable_fast_math": True}``.
 
@@ -124,13 +129,25 @@ class Emulator(tf.distribute.Strategy):
       RuntimeError: jax already runs with fewer CPU devices than needed.
     """
 
-    def __init__(self, num_cores_per_replica=8, num_replicas=1, *, compiler_options=None):
+    def __init__(self, num_cores_per_replica=8, num_replicas=1, *, num_hosts=1,
+                 compiler_options=None):
         self.num_cores_per_replica = check_num_cores_per_replica(num_cores_per_replica)
         num_replicas = check_int(
             num_replicas, "num_replicas",
             "num_replicas=1 for one replica, or the data-parallel replicas of the pod slice "
             "you plan for", where="Emulator",
         )
+        num_hosts = check_int(
+            num_hosts, "num_hosts", "num_hosts=1, or the hosts of the pod slice you plan for",
+            where="Emulator",
+        )
+        if num_replicas % num_hosts:
+            raise ValueError(
+                f"Emulator: num_hosts={num_hosts} does not divide num_replicas="
+                f"{num_replicas}; expected every host to feed the same number of replicas, "
+                f"as on a TPU slice. Fix: num_hosts a divisor of {num_replicas}, e.g. "
+                f"num_hosts={max(d for d in range(1, num_hosts + 1) if num_replicas % d == 0)}."
+            )
         if compiler_options is not None and not isinstance(compiler_options, dict):
             raise TypeError(
                 f"Emulator: compiler_options is {type(compiler_options).__name__}; expected "
@@ -138,9 +155,10 @@ class Emulator(tf.distribute.Strategy):
                 f"{{'xla_cpu_enable_fast_math': True}}."
             )
         self.num_replicas = int(num_replicas)
+        self.num_hosts = int(num_hosts)
         self.compiler_options = dict(compiler_options or {})
         self.devices = _xla.cpu_devices(self.num_replicas * self.num_cores_per_replica)
-        super().__init__(EmulatorExtended(self, self.num_replicas))
+        super().__init__(EmulatorExtended(self, self.num_replicas, self.num_hosts))
         self._steps = collections.OrderedDict()
         self._warned = set()
         # each replica's value of the ON_READ variables (Keras metrics), see on_read.py
@@ -149,7 +167,8 @@ class Emulator(tf.distribute.Strategy):
     def __repr__(self):
         return (
             f"Emulator(num_cores_per_replica={self.num_cores_per_replica}, "
-            f"num_replicas={self.num_replicas})"
+            f"num_replicas={self.num_replicas}"
+            + (f", num_hosts={self.num_hosts})" if self.num_hosts > 1 else ")")
         )
 
     @property

@@ -31,7 +31,7 @@ from spatial_tf.topology.assignment import slice_label
 __all__ = ["describe", "tile_of_core", "as_device_assignment"]
 
 _HEADERS = ["replica", "core", "task", "x", "y", "z", "chip core", "TPU ordinal"]
-_EMULATOR_HEADERS = ["replica", "core", "virtual device"]
+_EMULATOR_HEADERS = ["replica", "host", "core", "virtual device"]
 
 
 def as_device_assignment(obj: Any) -> tf.tpu.experimental.DeviceAssignment:
@@ -102,15 +102,19 @@ def _columns(inputs, spec, num_cores):
 
 def _describe_emulator(emulator, columns):
     cores = emulator.num_cores_per_replica
+    hosts = getattr(emulator, "num_hosts", 1)
+    per_host = emulator.num_replicas // hosts  # replicas fed by each host's input pipeline
     rows = []
     for replica in range(emulator.num_replicas):
         for core in range(cores):
             device = emulator.devices[replica * cores + core]
             name = f"CPU:{getattr(device, 'id', replica * cores + core)}"
-            rows.append([replica, core, name] + [cells[core] for _, cells in columns])
+            rows.append([replica, replica // per_host, core, name]
+                        + [cells[core] for _, cells in columns])
     title = (
         f"{emulator.num_replicas} replica(s) x {cores} logical core(s) on the CPU "
-        f"emulator ({len(emulator.devices)} virtual CPU devices)"
+        f"emulator ({len(emulator.devices)} virtual CPU devices"
+        + (f", {hosts} hosts with {per_host} replica(s) each)" if hosts > 1 else ")")
     )
     return format_table(_EMULATOR_HEADERS + [path for path, _ in columns], rows, title=title)
 

@@ -90,13 +90,24 @@ def test_describe_an_emulator_maps_replica_and_core_to_its_virtual_device():
     table = describe(emulator, inputs, {"image": [1, 2, 2, 1]})
     lines = table.splitlines()
     assert lines[0] == "2 replica(s) x 4 logical core(s) on the CPU emulator (8 virtual CPU devices)"
-    assert lines[1].split() == ["replica", "core", "virtual", "device", "inputs['image']"]
-    rows = [line.split(None, 3) for line in lines[3:]]
-    assert [(int(r), int(c), d) for r, c, d, _ in rows] == [
-        (r, c, f"CPU:{emulator.devices[4 * r + c].id}") for r in range(2) for c in range(4)]
+    assert lines[1].split() == ["replica", "host", "core", "virtual", "device", "inputs['image']"]
+    rows = [line.split(None, 4) for line in lines[3:]]
+    assert [(int(r), int(h), int(c), d) for r, h, c, d, _ in rows] == [
+        (r, 0, c, f"CPU:{emulator.devices[4 * r + c].id}") for r in range(2) for c in range(4)]
     assert [piece for *_, piece in rows[:4]] == [
         "[0:2, 0:4, 0:4, 0:3]", "[0:2, 0:4, 4:8, 0:3]", "[0:2, 4:8, 0:4, 0:3]",
         "[0:2, 4:8, 4:8, 0:3]"]
+
+
+@pytest.mark.emulator
+def test_describe_an_emulator_with_hosts_shows_which_host_feeds_each_replica():
+    from spatial_tf.emulator import Emulator
+
+    lines = describe(Emulator(num_cores_per_replica=1, num_replicas=4, num_hosts=2)).splitlines()
+    assert lines[0] == ("4 replica(s) x 1 logical core(s) on the CPU emulator (4 virtual CPU "
+                        "devices, 2 hosts with 2 replica(s) each)")
+    assert [tuple(int(x) for x in line.split()[:3]) for line in lines[3:]] == [
+        (0, 0, 0), (1, 0, 0), (2, 1, 0), (3, 1, 0)]
 
 
 def test_spec_first_order_still_works_and_warns():
