@@ -102,7 +102,7 @@ def _columns(inputs, spec, num_cores):
 
 def _describe_emulator(emulator, columns):
     cores = emulator.num_cores_per_replica
-    hosts = getattr(emulator, "num_hosts", 1)
+    hosts = emulator.num_hosts
     per_host = emulator.num_replicas // hosts  # replicas fed by each host's input pipeline
     rows = []
     for replica in range(emulator.num_replicas):
