@@ -1,4 +1,4 @@
-"""Variables with ``synchronization=ON_READ``: one value per replica, read as aggregated.
+"""Variables each replica keeps its own copy of: one value per replica, read as aggregated.
 
 TPUStrategy and MirroredStrategy keep a ``SyncOnReadVariable`` as one component per
 replica: a step reads and writes its own replica's component, and a read outside the
@@ -7,6 +7,14 @@ the mean, ``ONLY_FIRST_REPLICA``: replica 0's; TensorFlow's
 ``distribute/values.py``, ``SyncOnReadVariable._get_cross_replica``). Keras keeps its
 metrics so (``Mean``: ``total`` and ``count``, ``aggregation=SUM``), so each replica's
 ``result()`` in a step is its own running mean.
+
+The same holds, on TPU, for a variable with ``aggregation=NONE`` written inside the step
+(Keras 3 makes every model and optimizer variable so): ``TPUMirroredVariable`` then
+assigns each replica's own copy with a raw assign op, no aggregation
+(``tensorflow/python/distribute/tpu_values.py``; ``MirroredVariable`` does the same,
+``values.py``, ``_on_write_update_replica``), so copies written from per-replica values,
+such as batch-norm moving statistics, diverge; a read outside a step and a checkpoint
+give the primary copy, replica 0's. Weights updated from all-reduced gradients stay equal.
 
 The emulator's variable is one host variable; ``ReplicaValues`` keeps each replica's
 component beside it and writes the aggregate into the host variable after each step, so
@@ -24,12 +32,14 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["ReplicaValues", "is_on_read", "aggregate"]
+__all__ = ["ReplicaValues", "is_per_replica", "aggregate"]
 
 
-def is_on_read(variable) -> bool:
-    """Whether ``variable`` was made with ``synchronization=ON_READ``."""
-    return getattr(variable, "synchronization", None) == tf.VariableSynchronization.ON_READ
+def is_per_replica(variable) -> bool:
+    """Whether each replica keeps its own copy of ``variable``: made with
+    ``synchronization=ON_READ``, or with ``aggregation=NONE`` (written per replica)."""
+    return (getattr(variable, "synchronization", None) == tf.VariableSynchronization.ON_READ
+            or getattr(variable, "aggregation", None) == tf.VariableAggregation.NONE)
 
 
 def aggregate(aggregation, per_replica: List[np.ndarray]) -> np.ndarray:

@@ -58,11 +58,12 @@ def _numpy(t):
 
 
 def _replica_captures(emulator, traced, captures):
-    """``{capture index: [value per replica]}`` for the ON_READ variables the step reads."""
+    """``{capture index: [value per replica]}`` for the variables each replica keeps its
+    own copy of (``on_read.is_per_replica``)."""
     if emulator.num_replicas_in_sync == 1:
         return {}
     return {c: emulator.replica_values.components(var, captures[c])
-            for c, var in enumerate(traced.captures) if on_read.is_on_read(var)}
+            for c, var in enumerate(traced.captures) if on_read.is_per_replica(var)}
 
 
 def _execute(emulator, step, per_replica_args, captures, distributed):
@@ -75,7 +76,7 @@ def _execute(emulator, step, per_replica_args, captures, distributed):
     combined = []
     for i, (_, c) in enumerate(traced.writes):
         var, values = traced.captures[c], [u[i] for u in updates]
-        if len(values) > 1 and on_read.is_on_read(var):
+        if len(values) > 1 and on_read.is_per_replica(var):
             combined.append(emulator.replica_values.update(var, values))
         else:
             combined.append(replicas.combine_updates(var.aggregation, captures[c], values))

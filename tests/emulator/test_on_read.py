@@ -102,3 +102,34 @@ def test_aggregate():
     assert on_read.aggregate(tf.VariableAggregation.MEAN, parts).tolist() == [2.0, 6.0]
     assert on_read.aggregate(tf.VariableAggregation.ONLY_FIRST_REPLICA, parts).tolist() == [1.0, 4.0]
     assert on_read.aggregate(tf.VariableAggregation.NONE, parts).tolist() == [1.0, 4.0]
+
+
+def _moving_statistics_run(strategy):
+    """A step training batch norm on each replica's own data, then inference with the
+    moving statistics each replica has: Keras 3 keeps them with aggregation NONE."""
+    with strategy.scope():
+        keras.utils.set_random_seed(2)
+        model = keras.Sequential([keras.Input((4, 4, 2), dtype="float64"),
+                                  keras.layers.BatchNormalization(momentum=0.5, dtype="float64")])
+    values = strategy.experimental_distribute_values_from_function(
+        lambda c: tf.constant(np.random.default_rng(c.replica_id_in_sync_group).normal(
+            size=(2, 4, 4, 2)) * (c.replica_id_in_sync_group + 1)))
+    train = tf.function(lambda: strategy.run(lambda x: model(x, training=True), (values,)))
+    infer = tf.function(lambda: strategy.run(lambda x: model(x, training=False), (values,)))
+    train()
+    outputs = [t.numpy() for t in strategy.experimental_local_results(infer())]
+    return outputs, [v.numpy() for v in model.variables]
+
+
+def test_variables_without_aggregation_keep_one_copy_per_replica_as_mirrored_strategy(
+        emulators, virtual_cpus):
+    mirrored = tf.distribute.MirroredStrategy(
+        virtual_cpus[:2], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    want_outputs, want_variables = _moving_statistics_run(mirrored)
+    got_outputs, got_variables = _moving_statistics_run(emulators(1, 2))
+    # the replicas' moving statistics differ, so their inference outputs do too
+    assert np.abs(want_outputs[0] - want_outputs[1]).max() > 0.1
+    for got, want in zip(got_outputs, want_outputs):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    for got, want in zip(got_variables, want_variables):   # read outside: replica 0's copy
+        np.testing.assert_allclose(got, want, rtol=1e-12)
