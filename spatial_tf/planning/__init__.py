@@ -4,7 +4,9 @@ with the least communication.
 ``plan(step_or_model, inputs, num_cores_per_replica, budget)`` compiles every candidate
 spec on the emulator and ranks them (``plan.py``); ``candidate_specs`` enumerates them,
 ``parse_budget`` reads budgets (``"v3"``, ``"16GiB"``, bytes), ``LinearFit`` predicts
-sizes too large to compile, ``tpu_memory`` estimates TPU's tile padding.
+sizes too large to compile, ``tpu_memory`` estimates TPU's tile padding, and
+``plan_partition_friendly`` shows a user's model before and after
+``spatial_tf.layers.partition_friendly``.
 
 >>> from spatial_tf import planning
 >>> planning.candidate_specs((1, 64, 64, 64, 1), 4)
@@ -15,11 +17,12 @@ sizes too large to compile, ``tpu_memory`` estimates TPU's tile padding.
 from spatial_tf.planning.budgets import HBM_PER_DEVICE, RESERVE_FRACTION, Budget, parse_budget
 from spatial_tf.planning.candidates import candidate_specs
 from spatial_tf.planning.fit import LinearFit, fewest_cores, largest_edge
+from spatial_tf.planning.friendly import FriendlyPlans, plan_partition_friendly
 from spatial_tf.planning.plan import Candidate, Plan, plan
 from spatial_tf.planning.tpu_memory import TpuEstimate, padded_bytes
 
 __all__ = [
     "plan", "Plan", "Candidate", "candidate_specs", "parse_budget", "Budget",
     "HBM_PER_DEVICE", "RESERVE_FRACTION", "LinearFit", "largest_edge", "fewest_cores",
-    "padded_bytes", "TpuEstimate",
+    "padded_bytes", "TpuEstimate", "plan_partition_friendly", "FriendlyPlans",
 ]

@@ -235,6 +235,14 @@ def _short(text, limit=70):
 def _model_step(model, loss, optimizer):
     import keras
 
+    if loss is None and optimizer is None and getattr(model, "optimizer", None) is not None:
+        # compiled: Keras' own train step, with the compiled loss, metrics and optimizer
+        model.optimizer.build(model.trainable_variables)
+
+        def fit_step(image, labels):
+            return model.train_step((image, labels))
+
+        return fit_step
     if loss is None:
         from spatial_tf.losses import segmentation_loss as loss
     elif isinstance(loss, str):
@@ -286,9 +294,11 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
 
     Args:
       step_or_model: a step function called with the inputs, already split (do not split
-        them inside), or a Keras model, trained by a standard step with ``loss(labels,
-        logits)`` (default: spatial_tf's cross-entropy + soft Dice) and ``optimizer``
-        (default Adam).
+        them inside), or a Keras model. A model compiled with ``model.compile`` (and no
+        ``loss``/``optimizer`` given here) is planned as ``fit`` trains it: Keras'
+        ``model.train_step`` with its compiled loss, metrics and optimizer. Otherwise a
+        standard step with ``loss(labels, logits)`` (default: spatial_tf's cross-entropy
+        + soft Dice) and ``optimizer`` (default Adam).
       inputs: shapes (tuples of ints), ``tf.TensorSpec`` s or tensors, one or a tuple /
         dict of them; the first of rank >= 3 is the volume whose spec is chosen. A model
         given one input gets sparse int32 labels of the volume's shape without channels.

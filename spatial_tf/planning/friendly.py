@@ -1,0 +1,81 @@
+"""Each candidate spec of a user's model before and after ``partition_friendly``.
+
+``plan_partition_friendly(model, inputs, num_cores_per_replica, **plan_options)`` plans
+the model as it is, makes it partition-friendly (in place: the model stays so
+afterwards, as ``spatial_tf.layers.partition_friendly`` leaves it) and plans it again,
+with the same candidates and options. ``str()`` of the result is one table, a row per
+spec.
+
+>>> import keras
+>>> inputs = keras.Input((8, 8, 8, 1))
+>>> conv = keras.layers.Conv3D(2, 3, padding="same", name="conv")
+>>> model = keras.Model(inputs, conv(inputs), name="net")
+>>> result = plan_partition_friendly(model, (1, 8, 8, 8, 1), 2, progress=False)
+>>> [(c.path, c.after != "unchanged") for c in result.changes]
+[('net/conv', True)]
+>>> result.before.candidates[0].spec == result.after.candidates[0].spec
+True
+"""
+import dataclasses
+from typing import Any, List
+
+from spatial_tf.planning.plan import Plan, plan
+from spatial_tf.table import format_bytes, format_table
+
+__all__ = ["FriendlyPlans", "plan_partition_friendly"]
+
+
+@dataclasses.dataclass
+class FriendlyPlans:
+    """The plans of one model before and after ``partition_friendly``, and its changes."""
+
+    before: Plan
+    after: Plan
+    changes: List[Any]
+
+    def rows(self) -> List[list]:
+        after = {c.spec: c for c in self.after.candidates}
+        rows = []
+        for old in self.before.candidates:
+            new = after.get(old.spec)
+            basis = self.before.memory
+            rows.append([",".join(map(str, old.spec)), _cell(old, basis), _cell(new, basis),
+                         _cell(old, None), _cell(new, None),
+                         len(old.resharding_ops), len(new.resharding_ops) if new else "-"])
+        return rows
+
+    def __str__(self) -> str:
+        changed = sum(c.after != "unchanged" for c in self.changes)
+        return format_table(
+            ["spec", "peak as written", "peak friendly", "resharding as written",
+             "resharding friendly", "gathered ops as written", "gathered ops friendly"],
+            self.rows(),
+            right=("peak as written", "peak friendly", "resharding as written",
+                   "resharding friendly", "gathered ops as written", "gathered ops friendly"),
+            title=(f"{self.before.function} on {self.before.num_cores} core(s), per core "
+                   f"({self.before.memory.upper()} peak), before and after "
+                   f"partition_friendly ({changed} layer(s) changed)"),
+        )
+
+
+def _cell(candidate, basis):
+    """The peak on ``basis`` ("tpu"/"cpu"), or with None the resharding bytes."""
+    if candidate is None or not candidate.ok:
+        return "fails"
+    return format_bytes(candidate.peak(basis) if basis else candidate.resharding_bytes)
+
+
+def plan_partition_friendly(model: Any, inputs: Any, num_cores_per_replica: int,
+                            **plan_options) -> FriendlyPlans:
+    """Plan ``model`` as written, make it partition-friendly in place, plan it again.
+
+    ``plan_options`` are ``plan``'s (``budget``, ``specs``, ``loss``, ...); both plans use
+    the same candidate specs, those of the first plan.
+    """
+    from spatial_tf.partition_friendly import partition_friendly
+
+    before = plan(model, inputs, num_cores_per_replica, **plan_options)
+    changes = partition_friendly(model)
+    options = dict(plan_options, specs=[c.spec for c in before.candidates])
+    after = plan(model, inputs, num_cores_per_replica, **options)
+    return FriendlyPlans(before, after, changes)

@@ -1,0 +1,54 @@
+"""The planner on a user's own Keras model: as fit trains it, and before/after
+partition_friendly."""
+import keras
+import pytest
+
+import spatial_tf
+from spatial_tf.planning import plan_partition_friendly
+
+pytestmark = pytest.mark.emulator
+
+SPECS = [(1, 4, 1, 1, 1), (1, 2, 2, 1, 1)]
+
+
+def _model():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((16, 16, 16, 1))
+    a = keras.layers.Conv3D(4, 3, padding="same", name="a")(inputs)
+    b = keras.layers.Conv3D(4, 3, padding="same", name="b")(a)
+    x = keras.layers.Conv3D(4, 3, padding="same", name="c")(keras.layers.Concatenate()([a, b]))
+    return keras.Model(inputs, keras.layers.Conv3D(3, 1, name="logits")(x), name="net")
+
+
+def test_a_compiled_model_is_planned_with_its_compiled_loss_as_fit_trains_it():
+    compiled = _model()
+    compiled.compile(optimizer="sgd",
+                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    keras_loss = spatial_tf.plan(compiled, (1, 16, 16, 16, 1), 4, specs=SPECS, progress=False)
+    default = spatial_tf.plan(_model(), (1, 16, 16, 16, 1), 4, specs=SPECS, progress=False)
+    ops = {c.spec: c.resharding_ops for c in keras_loss.candidates}
+    # Keras' loss flattens [B, d, h, w, C] to [-1, C]: local for [1,4,1,1,1] only
+    assert ops[(1, 4, 1, 1, 1)] == []
+    assert ops[(1, 2, 2, 1, 1)] and all("compile_loss/sparse_categorical_crossentropy/" in op
+                                        for op in ops[(1, 2, 2, 1, 1)])
+    # spatial_tf's loss (the default for an uncompiled model) keeps every spec local
+    assert all(c.resharding_ops == [] for c in default.candidates)
+    assert keras_loss.function == "train_step"
+
+
+def test_before_and_after_partition_friendly_with_the_same_specs_and_less_memory():
+    model = _model()
+    result = plan_partition_friendly(model, (1, 16, 16, 16, 1), 4, specs=SPECS, memory="cpu",
+                                     progress=False)
+    assert [c.path for c in result.changes if c.after != "unchanged"] == ["net/a", "net/b", "net/c"]
+    before = {c.spec: c for c in result.before.candidates}
+    after = {c.spec: c for c in result.after.candidates}
+    assert sorted(before) == sorted(after) == sorted(SPECS)
+    for spec in SPECS:
+        assert after[spec].peak("cpu") < before[spec].peak("cpu")
+    table = str(result).splitlines()
+    assert table[0] == ("train_step on 4 core(s), per core (CPU peak), before and after "
+                        "partition_friendly (3 layer(s) changed)")
+    assert sorted(row.split()[0] for row in table[3:]) == ["1,2,2,1,1", "1,4,1,1,1"]
+    # the model stays partition-friendly: a second call finds nothing to change
+    assert all(c.after == "unchanged" for c in spatial_tf.layers.partition_friendly(model))
