@@ -63,7 +63,15 @@ def make_spec(cores):
 
 
 def check_args(parser, args):
-    """Refuse a ``--size`` the spec and the U-Net's pooling cannot split evenly (exit 2)."""
+    """Refuse a ``--size`` the spec and the U-Net's pooling cannot split evenly, and a
+    ``--png`` that cannot be written (exit 2)."""
+    from spatial_tf.commands.outputs import check_file
+
+    if args.png is not None:
+        try:
+            check_file("--png", args.png, example="slice.png")
+        except ValueError as e:
+            parser.error(str(e))
     grid = make_spec(args.cores)[0][1:4]
     step = max(grid) * 2 ** (DEPTH - 1)
     if args.size % step or args.size < 8:

@@ -143,7 +143,7 @@ def run_train(args):
         optimizer.build(model.trainable_variables)
     try:
         start = train.Checkpointer(args.model_dir, model=model, optimizer=optimizer).restore()
-    except train.CheckpointMismatchError as e:
+    except (train.CheckpointMismatchError, train.CheckpointUnreadableError) as e:
         return fail(prog, f"argument --model-dir: {e}")
     if existing is None:
         volumes.write_record(args.model_dir, rec)
@@ -244,9 +244,16 @@ def run_predict(args, rec, latest):
     from spatial_tf.commands.options import fail
     from spatial_tf.data import DETECTION_CLASSES, synthetic_detection_image
     from spatial_tf.detection.drawing import draw_detections
+    from spatial_tf.commands.outputs import check_file, model_dir_inputs, write_atomically
 
     prog = "python -m spatial_tf predict"
     size = rec["image_size"]
+    png = args.png or os.path.join(args.model_dir, "detections.png")
+    try:
+        check_file("--png", png, [("--input", args.input)] + model_dir_inputs(args.model_dir),
+                   example="detections.png")
+    except ValueError as e:
+        return fail(prog, str(e))
     if args.input is None:
         image, labels = synthetic_detection_image(size, seed=HELD_OUT_SEED + args.index,
                                                   num_classes=rec["classes"],
@@ -261,9 +268,9 @@ def run_predict(args, rec, latest):
     model, predict = _detector(rec, 1)
     step = restore(model, latest)
     found = predict(image[None].astype(np.float32))
-    png = args.png or os.path.join(args.model_dir, "detections.png")
-    draw_detections(png, image, found, class_names=names, score_threshold=args.score_threshold,
-                    ground_truth=labels)
+    write_atomically(png, lambda tmp: draw_detections(
+        tmp, image, found, class_names=names, score_threshold=args.score_threshold,
+        ground_truth=labels))
     n = int(found["num_detections"][0])
     kept = [i for i in range(n) if found["scores"][0, i] >= args.score_threshold]
     print(f"step {step}: {len(kept)} detection(s) scoring >= {args.score_threshold} "

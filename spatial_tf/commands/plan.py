@@ -86,7 +86,15 @@ def add_parser(subparsers):
 
 
 def check_args(parser, args):
-    """Checks that need several options (argparse-style one line, exit 2)."""
+    """Checks that need several options (argparse-style one line, exit 2); ``--plot``
+    must be a file that can be written."""
+    from spatial_tf.commands.outputs import check_file
+
+    if args.plot is not None:
+        try:
+            check_file("--plot", args.plot, example="plan.png")
+        except ValueError as e:
+            parser.error(str(e))
     if args.fit_sizes == "auto":
         big = math.prod(args.shape[1:-1]) > AUTO_FIT_VOXELS
         args.fit_sizes = list(DEFAULT_FIT_SIZES) if big or args.max_size else None
@@ -149,8 +157,9 @@ def run(args):
             print(f"\nlargest cube within {budget} on {args.cores} core(s): {edge}^3 with "
                   f"{'[' + ','.join(map(str, best.spec)) + ']'} (predicted)")
     if args.plot:
+        from spatial_tf.commands.outputs import write_atomically
         from spatial_tf.planning.plot import plot
 
-        plot(result, args.plot)
+        write_atomically(args.plot, lambda tmp: plot(result, tmp))
         print(f"\nplot written to {args.plot}")
     return 0

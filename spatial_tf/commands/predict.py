@@ -7,14 +7,16 @@ a NIfTI keeps the input's affine) and a PNG of the middle slice: input, label (w
 (``pip install "spatial-tf[plot]"``). Without ``--input``, held-out synthetic volume
 ``--index`` is used. For a retinanet model dir, ``--input`` is a PNG or JPEG (fit to the
 model's image size) and the PNG shows the detections scoring at least
-``--score-threshold`` (and the true boxes, dashed, of a synthetic image).
+``--score-threshold`` (and the true boxes, dashed, of a synthetic image). ``--output``
+and ``--png`` are checked before any work (their folder exists or can be created and is
+writable; neither is an input or a file of the model dir) and written whole or not at all.
 """
 import os
 import sys
 
 from spatial_tf.commands.options import positive_int
 
-__all__ = ["add_parser", "run", "slice_png"]
+__all__ = ["add_parser", "run", "slice_png", "check_args"]
 
 PROG = "python -m spatial_tf predict"
 
@@ -33,19 +35,45 @@ def add_parser(subparsers):
                                                  ".png; retinanet: MODEL_DIR/detections.png)")
     p.add_argument("--score-threshold", type=_fraction, default=0.3, metavar="S",
                    help="retinanet: draw detections scoring at least S (default 0.3)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
 
 
+def _inputs(args):
+    """``(option, path)`` of every file predict reads: no output may replace one."""
+    from spatial_tf.commands.outputs import model_dir_inputs
+
+    return [("--input", args.input), ("--labels", args.labels)] + \
+        model_dir_inputs(args.model_dir)
+
+
+def check_args(parser, args):
+    """``--output`` and ``--png`` can be written and replace no input (exit 2)."""
+    from spatial_tf.commands.outputs import check_file
+
+    try:
+        if args.output is not None:
+            check_file("--output", args.output, _inputs(args), example="prediction.npy")
+        if args.png is not None:
+            check_file("--png", args.png, _inputs(args) + [("--output", args.output)],
+                       example="slice.png")
+    except ValueError as e:
+        parser.error(str(e))
+
+
 def slice_png(path, image, labels, prediction, title="") -> None:
-    """Save the middle slice (first axis) of image / labels / prediction side by side."""
+    """Save the middle slice (first axis) of image / labels / prediction side by side
+    (written to a temporary file, then renamed to ``path``)."""
     import matplotlib.pyplot as plt
 
+    from spatial_tf.commands.outputs import write_atomically
     from spatial_tf.viz import slices_figure
 
     fig = slices_figure(image, labels, prediction, title=title)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=100))
+    finally:
+        plt.close(fig)
 
 
 def _fraction(text):
@@ -82,6 +110,7 @@ def _run_unet3d(args, record, latest):
     from spatial_tf.commands import volumes
     from spatial_tf.commands.shared import restore
     from spatial_tf.commands.options import fail
+    from spatial_tf.commands.outputs import check_file, write_atomically
 
     prog = PROG
     import numpy as np
@@ -112,6 +141,8 @@ def _run_unet3d(args, record, latest):
             raise ValueError(f"argument --output: {output} is not a {ext} file; expected the "
                              f"input's format. Fix: name it ...{ext}")
         png = args.png or output[: -len(ext)] + ".png"
+        check_file("--output", output, _inputs(args), example="prediction" + ext)
+        check_file("--png", png, _inputs(args) + [("--output", output)], example="slice.png")
         import matplotlib  # noqa: F401  (fail before any work when it is missing)
     except ImportError as e:
         return fail(prog, f"{e}. Fix: pip install 'spatial-tf[plot]'")
@@ -121,7 +152,8 @@ def _run_unet3d(args, record, latest):
     step = restore(model, latest)
     windowed = data.window(image[None, ..., None], preset="abdomen")
     prediction = np.argmax(model(windowed, training=False).numpy()[0], axis=-1).astype(np.int32)
-    data.write_volume(output, prediction if ext == ".npy" else prediction.astype(np.int16), affine)
+    mask = prediction if ext == ".npy" else prediction.astype(np.int16)
+    write_atomically(output, lambda tmp: data.write_volume(tmp, mask, affine))
     slice_png(png, windowed.numpy()[0, ..., 0], labels, prediction,
               title=f"{os.path.basename(latest)} (step {step}), middle slice")
     print(f"wrote {output} (mask, {'x'.join(map(str, shape))}, classes "

@@ -56,18 +56,25 @@ def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, *
 
 
 def load(prog, model_dir):
-    """``(record, latest_checkpoint)`` of a model dir, or raise ValueError naming it."""
+    """``(record, checkpoint)`` of a model dir: its ``model.json`` and its newest readable
+    checkpoint; newer damaged ones are passed over, saying so on stderr (one line). Raise
+    ValueError naming the dir when it holds no trained model or nothing readable."""
     from spatial_tf.commands import volumes
 
     record = volumes.read_record(model_dir)
-    import tensorflow as tf
+    from spatial_tf.train.checkpoints import CheckpointUnreadableError, newest_readable
 
-    latest = tf.train.latest_checkpoint(model_dir) if os.path.isdir(model_dir) else None
-    if record is None or latest is None:
+    try:
+        found = newest_readable(model_dir) if record is not None else None
+    except CheckpointUnreadableError as e:
+        raise ValueError(f"argument --model-dir: {e}") from None
+    if found is None or found.path is None:
         raise ValueError(f"argument --model-dir: {model_dir} holds no trained model (no "
                          f"{volumes.MODEL_FILE} and checkpoint); expected the --model-dir of "
                          f"python -m spatial_tf train. Fix: train first or check the path")
-    return record, latest
+    if found.notice():
+        print(f"{prog}: {found.notice()}", file=sys.stderr, flush=True)
+    return record, found.path
 
 
 def restore(model, checkpoint) -> int:

@@ -4,8 +4,9 @@ RetinaNet-style detector on large images, split over the cores.
 Runs on a TPU when one is present, else on the CPU emulator (``spatial_tf.auto``), with
 a progress bar (loss, Dice, step time), TensorBoard summaries in ``MODEL_DIR/train`` and
 checkpoints ``MODEL_DIR/ckpt-<step>``. Run again with the same ``--model-dir`` to resume:
-the weights, optimizer and step come back from the last checkpoint, and the input
-pipeline (deterministic) skips the examples the finished steps used.
+the weights, optimizer and step come back from the last checkpoint that reads in full (a
+damaged newer one is passed over, saying so), and the input pipeline (deterministic)
+skips the examples the finished steps used.
 SIGTERM and Ctrl-C save a checkpoint of the finished step and exit with status 130.
 """
 import math
@@ -62,7 +63,14 @@ def add_parser(subparsers):
 
 
 def check_args(parser, args):
-    """Checks that need several options (argparse-style one line, exit 2)."""
+    """Checks that need several options (argparse-style one line, exit 2); the
+    ``--model-dir`` must be a directory that exists or can be created, and writable."""
+    from spatial_tf.commands.outputs import check_dir
+
+    try:
+        check_dir("--model-dir", args.model_dir)
+    except ValueError as e:
+        parser.error(str(e))
     if args.model == "retinanet":
         from spatial_tf.commands.detection import check_train_args
 
@@ -111,6 +119,29 @@ def _record(args, shape, existing=None):
             "preset": args.preset, "conv": conv}
 
 
+def _existing_record(args, shape):
+    """The model dir's record with its defaults filled in (None for a new dir); a left-out
+    ``--dtype-policy`` becomes the recorded one. Raises ValueError when ``model.json`` is
+    broken or records another model."""
+    from spatial_tf.commands import volumes
+
+    existing = volumes.read_record(args.model_dir)
+    if existing is None:
+        return None
+    existing = {**RECORD_DEFAULTS, **existing}
+    if args.dtype_policy is None:  # resume with the policy it was trained with
+        args.dtype_policy = existing["dtype_policy"]
+    record = _record(args, shape, existing)
+    if existing != record:
+        diff = ", ".join(f"{k} {existing.get(k)} (asked {record.get(k)})"
+                         for k in sorted(record) if existing.get(k) != record.get(k))
+        raise ValueError(f"argument --model-dir: {args.model_dir} holds another model ({diff}); "
+                         f"expected the same model to resume. Fix: use another --model-dir, or "
+                         f"the options recorded in "
+                         f"{os.path.join(args.model_dir, volumes.MODEL_FILE)}")
+    return existing
+
+
 def run(args):
     if args.model == "retinanet":
         from spatial_tf.commands.detection import run_train
@@ -133,19 +164,10 @@ def run(args):
     except (ValueError, OSError, ImportError) as e:
         return fail(prog, str(e))
     model_dir = args.model_dir
-    existing = volumes.read_record(model_dir)
-    if existing is not None:
-        existing = {**RECORD_DEFAULTS, **existing}
-        if args.dtype_policy is None:  # resume with the policy it was trained with
-            args.dtype_policy = existing["dtype_policy"]
-        record = _record(args, shape, existing)
-        if existing != record:
-            diff = ", ".join(f"{k} {existing.get(k)} (asked {record.get(k)})"
-                             for k in sorted(record) if existing.get(k) != record.get(k))
-            return fail(prog, f"argument --model-dir: {model_dir} holds another model ({diff}); "
-                              f"expected the same model to resume. Fix: use another --model-dir, "
-                              f"or the options recorded in "
-                              f"{os.path.join(model_dir, volumes.MODEL_FILE)}")
+    try:
+        existing = _existing_record(args, shape)
+    except (ValueError, OSError) as e:
+        return fail(prog, str(e))
     strategy = spatial_tf.auto(num_cores_per_replica=args.cores, num_replicas=args.replicas)
     if args.dtype_policy is None:  # mixed_bfloat16 on TPU, float32 elsewhere
         from spatial_tf.models.precision import default_dtype_policy
@@ -163,7 +185,7 @@ def run(args):
         return fail(prog, f"argument --data: {e}")
     try:  # a checkpoint of another model is refused before anything is written
         start = train.Checkpointer(model_dir, model=model, optimizer=optimizer).restore()
-    except train.CheckpointMismatchError as e:
+    except (train.CheckpointMismatchError, train.CheckpointUnreadableError) as e:
         return fail(prog, f"argument --model-dir: {e}")
     if existing is None:
         volumes.write_record(model_dir, record)

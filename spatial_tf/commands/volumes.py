@@ -13,27 +13,60 @@ from 10000).
 import json
 import os
 
-__all__ = ["MODEL_FILE", "HELD_OUT_SEED", "read_record", "write_record", "pair_files",
-           "dataset", "build_model"]
+__all__ = ["MODEL_FILE", "HELD_OUT_SEED", "RECORD_KEYS", "read_record", "write_record",
+           "pair_files", "dataset", "build_model"]
 
 MODEL_FILE = "model.json"
 HELD_OUT_SEED = 10000
 LABEL_SUFFIX = "_labels"
 
 
+# what a model.json must hold to rebuild its model (a record without "model" is unet3d's)
+RECORD_KEYS = {"unet3d": ("shape", "classes", "depth", "filters"),
+               "retinanet": ("image_size", "classes", "max_boxes")}
+
+
 def read_record(model_dir):
-    """The model dir's ``model.json`` as a dict, or None when there is none."""
+    """The model dir's ``model.json`` as a dict, or None when there is none.
+
+    Raises ValueError (one line: the file, what is wrong, the fix) when it is not JSON or
+    lacks what rebuilding the model needs.
+    """
     path = os.path.join(model_dir, MODEL_FILE)
     if not os.path.isfile(path):
         return None
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path, "rb") as f:
+            record = json.loads(f.read().decode("utf-8"))
+    except ValueError as e:  # json.JSONDecodeError, UnicodeDecodeError
+        where = (f"{e.msg} at line {e.lineno} column {e.colno}"
+                 if isinstance(e, json.JSONDecodeError) else "it is not UTF-8 text")
+        raise ValueError(f"argument --model-dir: {path} is not valid JSON ({where}); expected "
+                         f"the model record python -m spatial_tf train writes. Fix: restore it "
+                         f"from a copy, or remove it and run python -m spatial_tf train with the "
+                         f"model's options and --model-dir {model_dir}, which writes it again "
+                         f"and keeps the checkpoints") from None
+    keys = RECORD_KEYS.get(record.get("model", "unet3d") if isinstance(record, dict) else None,
+                           RECORD_KEYS["unet3d"])
+    missing = [k for k in keys if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise ValueError(f"argument --model-dir: {path} lacks {', '.join(missing)}; expected "
+                         f"the model record python -m spatial_tf train writes. Fix: restore it "
+                         f"from a copy, or remove it and run python -m spatial_tf train with the "
+                         f"model's options and --model-dir {model_dir}, which writes it again "
+                         f"and keeps the checkpoints")
+    return record
 
 
 def write_record(model_dir, record) -> None:
-    os.makedirs(model_dir, exist_ok=True)
-    with open(os.path.join(model_dir, MODEL_FILE), "w") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
+    """Write ``model.json`` (whole or not at all: a temporary file renamed over it)."""
+    from spatial_tf.commands.outputs import write_atomically
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+
+    write_atomically(os.path.join(model_dir, MODEL_FILE), write)
 
 
 def pair_files(folder):

@@ -2,14 +2,16 @@
 
 >>> from spatial_tf import train
 >>> sorted(n for n in train.__all__ if n[0].islower())
-['make_eval_step', 'make_train_step', 'segmentation_loss', 'train']
+['make_eval_step', 'make_train_step', 'newest_readable', 'segmentation_loss', 'train']
 """
-from spatial_tf.train.checkpoints import CheckpointMismatchError, Checkpointer
+from spatial_tf.train.checkpoints import (CheckpointMismatchError, Checkpointer,
+                                         CheckpointUnreadableError, newest_readable)
 from spatial_tf.train.loop import train
 from spatial_tf.train.step import make_eval_step, make_train_step, segmentation_loss
 from spatial_tf.train.summaries import Progress, Summaries
 
 __all__ = [
-    "CheckpointMismatchError", "Checkpointer", "Progress", "Summaries", "make_eval_step",
-    "make_train_step", "segmentation_loss", "train",
+    "CheckpointMismatchError", "CheckpointUnreadableError", "Checkpointer", "Progress",
+    "Summaries", "make_eval_step", "make_train_step", "newest_readable", "segmentation_loss",
+    "train",
 ]

@@ -17,8 +17,13 @@ the batches an uninterrupted run gets:
   shuffles and augmentations) and costs reading those batches again;
 - a ``dataset`` given as a function of the restored step is trusted to begin there (its
   ``dataset_fn`` can skip the examples already used before decoding them, the cheap way).
+
+A damaged latest checkpoint is passed over: ``train`` resumes from the newest one that
+reads in full and says on stderr which files it passed over and why (see
+``spatial_tf.train.checkpoints.newest_readable``).
 """
 import os
+import sys
 
 import tensorflow as tf
 
@@ -99,7 +104,7 @@ def _restore(model_dir, max_to_keep, model, optimizer, dataset):
     if callable(dataset):  # the caller positions the data
         checkpointer = Checkpointer(model_dir, max_to_keep=max_to_keep, model=model,
                                     optimizer=optimizer)
-        start = checkpointer.restore()
+        start = _resume(checkpointer)
         return checkpointer, start, iter(dataset(start))
     iterator = iter(dataset)
     objects = dict(model=model, optimizer=optimizer)
@@ -107,10 +112,19 @@ def _restore(model_dir, max_to_keep, model, optimizer, dataset):
         objects["iterator"] = iterator  # the data position is saved too
     checkpointer = Checkpointer(model_dir, max_to_keep=max_to_keep, optional=("iterator",),
                                 **objects)
-    start = checkpointer.restore()
+    start = _resume(checkpointer)
     if "iterator" not in checkpointer.restored:  # not saved: replay the steps done
         replay(iterator, start)
     return checkpointer, start, iterator
+
+
+def _resume(checkpointer):
+    """Restore; say on stderr which damaged checkpoint files were passed over."""
+    start = checkpointer.restore()
+    notice = checkpointer.found.notice("resuming from")
+    if notice:
+        print(f"train: {notice}", file=sys.stderr, flush=True)
+    return start
 
 
 def replay(iterator, batches: int) -> None:

@@ -45,7 +45,7 @@ def test_checkpoint_of_another_model(tmp_path):
     Checkpointer(tmp_path, model=_dense(2)).save(3)
     before = sorted(os.listdir(tmp_path))
     with pytest.raises(CheckpointMismatchError, match=r"ckpt-3: does not fit this model.*Fix: use "
-                                                      r"another model dir, or remove"):
+                                                      r"another model dir \("):
         Checkpointer(tmp_path, model=_dense(5)).restore()
     assert sorted(os.listdir(tmp_path)) == before
 
