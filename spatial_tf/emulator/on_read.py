@@ -64,7 +64,7 @@ class ReplicaValues:
         """Replica ``r``'s value of ``variable`` at index ``r``, given the host variable's
         value now (it differs from the last aggregate after an assignment outside a step)."""
         host_value = np.asarray(host_value)
-        stored = self._values.get(variable.ref())
+        stored = self._values.get(_key(variable))
         if stored is not None and np.array_equal(stored[1], host_value, equal_nan=True):
             return stored[0]
         if stored is not None and variable.aggregation == tf.VariableAggregation.SUM:
@@ -78,5 +78,10 @@ class ReplicaValues:
         """Store each replica's new value; return the aggregate for the host variable."""
         per_replica = [np.asarray(v) for v in per_replica]
         value = aggregate(variable.aggregation, per_replica)
-        self._values[variable.ref()] = (per_replica, value)
+        self._values[_key(variable)] = (per_replica, value)
         return value
+
+
+def _key(variable):
+    """One key per variable, also for a ``handles.HandleVariable`` made again per trace."""
+    return variable.handle.ref()
