@@ -50,6 +50,8 @@ __all__ = [
     "tpu_layout",
     "tpu_device_assignment",
     "record_tpu_layout",
+    "tf_hook",
+    "checked_hooks",
 ]
 
 VERIFIED_TF_VERSIONS = ("2.16.2", "2.18.1", "2.20.0", "2.21.0")
@@ -100,6 +102,42 @@ def _missing(what):
         f"releases. Fix: install one of those TensorFlow versions (pip install "
         f"'spatial-tf[cpu]'), or report the TensorFlow version so support can be added."
     )
+
+
+def tf_hook(method):
+    """Mark ``method`` as overriding a protected hook of a TensorFlow base class
+    (``checked_hooks`` verifies that the base still has it).
+
+    >>> class Base:
+    ...     def _hook(self): ...
+    >>> @checked_hooks
+    ... class Mine(Base):
+    ...     @tf_hook
+    ...     def _hook(self): ...
+    >>> @checked_hooks
+    ... class Renamed(Base):
+    ...     @tf_hook
+    ...     def _old_name(self): ...  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    spatial_tf._tf_internals.TensorFlowInternalsError: spatial_tf: Base._old_name, a hook ...
+    """
+    method._spatial_tf_hook = True
+    return method
+
+
+def checked_hooks(cls):
+    """Class decorator: every ``tf_hook`` of ``cls`` exists in one of its base classes,
+    else ``TensorFlowInternalsError`` at import, naming the hook and the TensorFlow
+    versions spatial_tf was checked on (a renamed hook would otherwise never be called
+    and the base class's behaviour would run silently)."""
+    for name, attribute in vars(cls).items():
+        method = attribute.fget if isinstance(attribute, property) else attribute
+        if getattr(method, "_spatial_tf_hook", False) and \
+                not any(name in vars(base) for base in cls.__mro__[1:]):
+            raise _missing(f"{cls.__mro__[1].__name__}.{name}, a hook {cls.__name__} "
+                           f"overrides,")
+    return cls
 
 
 def _load(name):

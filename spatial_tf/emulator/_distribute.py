@@ -10,7 +10,7 @@ from spatial_tf import _tf_internals as _tf
 __all__ = [
     "OneDeviceExtended", "ReplicaContext", "PerReplica", "InputWorkers",
     "get_distributed_dataset", "get_distributed_datasets_from_function",
-    "reduce_non_distributed_value", "xla_replica_id",
+    "reduce_non_distributed_value", "xla_replica_id", "tf_hook", "checked_hooks",
 ]
 
 OneDeviceExtended = _tf.one_device_strategy.OneDeviceExtended
@@ -21,3 +21,6 @@ get_distributed_dataset = _tf.input_util.get_distributed_dataset
 get_distributed_datasets_from_function = _tf.input_util.get_distributed_datasets_from_function
 reduce_non_distributed_value = _tf.cross_device_ops.reduce_non_distributed_value
 xla_replica_id = _tf.gen_xla_ops.xla_replica_id
+# marking and checking the protected TensorFlow hooks the emulator's classes override
+tf_hook = _tf.tf_hook
+checked_hooks = _tf.checked_hooks

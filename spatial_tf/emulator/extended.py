@@ -12,6 +12,7 @@ from spatial_tf.emulator import _distribute, datasets, hosts, replica
 __all__ = ["EmulatorExtended"]
 
 
+@_distribute.checked_hooks
 class EmulatorExtended(_distribute.OneDeviceExtended):
     """The ``extended`` object of an ``Emulator`` with ``num_replicas`` replicas."""
 
@@ -24,25 +25,31 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
     # ------------------------------------------------------------ replicas
 
     @property
+    @_distribute.tf_hook
     def _num_replicas_in_sync(self):
         return self._num_replicas
 
     @property
+    @_distribute.tf_hook
     def worker_devices(self):
         return (self._device,) * self._num_replicas
 
     @property
+    @_distribute.tf_hook
     def _support_per_replica_values(self):
         return self._num_replicas > 1
 
+    @_distribute.tf_hook
     def _call_for_each_replica(self, fn, args, kwargs):
         return self._container_strategy()._run_emulated(fn, args, kwargs)
 
+    @_distribute.tf_hook
     def _local_results(self, value):
         if isinstance(value, _distribute.PerReplica):
             return value.values
         return (value,)
 
+    @_distribute.tf_hook
     def _reduce_to(self, reduce_op, value, destinations, options):
         if replica.in_program():
             return replica.all_reduce(reduce_op, value, self._num_replicas)
@@ -55,11 +62,13 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
             reduce_op, value, destinations, self._num_replicas
         )
 
+    @_distribute.tf_hook
     def _gather_to_implementation(self, value, destinations, axis, options):
         if isinstance(value, _distribute.PerReplica):
             return tf.concat(list(value.values), axis=axis)
         return value
 
+    @_distribute.tf_hook
     def _experimental_distribute_values_from_function(self, value_fn):
         results = [
             value_fn(tf.distribute.experimental.ValueContext(r, self._num_replicas))
@@ -71,6 +80,7 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
 
     # ------------------------------------------------------------ input
 
+    @_distribute.tf_hook
     def _input_workers_with_options(self, options=None):
         # one input worker per emulated host, feeding its replicas in order (TPUStrategy
         # builds one per TPU host from its device assignment); all run on this host's CPU
@@ -78,6 +88,7 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
         return _distribute.InputWorkers(
             [(self._input_device, (self._device,) * per_host)] * self._num_hosts)
 
+    @_distribute.tf_hook
     def _experimental_distribute_dataset(self, dataset, options):
         if not isinstance(dataset, tf.data.Dataset):
             raise TypeError(
@@ -90,6 +101,7 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
             num_replicas_in_sync=self._num_replicas, options=options,
         )
 
+    @_distribute.tf_hook
     def _distribute_datasets_from_function(self, dataset_fn, options):
         contexts = [
             tf.distribute.InputContext(num_input_pipelines=self._num_hosts, input_pipeline_id=h,

@@ -43,6 +43,7 @@ def tracing_program():
         _state.depth -= 1
 
 
+@_distribute.checked_hooks
 class EmulatedReplicaContext(_distribute.ReplicaContext):
     """``tf.distribute.ReplicaContext`` of one emulated replica (see module doc)."""
 
@@ -52,9 +53,11 @@ class EmulatedReplicaContext(_distribute.ReplicaContext):
         super().__init__(strategy, replica_id_in_sync_group=replica_id)
 
     @property
+    @_distribute.tf_hook
     def devices(self):
         return (self._strategy.extended.worker_devices[0],)
 
+    @_distribute.tf_hook
     def _merge_call(self, merge_fn, args, kwargs):
         try:
             return super()._merge_call(merge_fn, args, kwargs)
