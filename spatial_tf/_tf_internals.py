@@ -25,7 +25,7 @@ Checked on TensorFlow 2.16.2, 2.18.1, 2.20.0 and 2.21.0 (``VERIFIED_TF_VERSIONS`
 import dataclasses
 import importlib
 import weakref
-from typing import Any, List
+from typing import Any, Callable, List
 
 import tensorflow as tf
 
@@ -104,7 +104,7 @@ def _missing(what):
     )
 
 
-def tf_hook(method):
+def tf_hook(method: Callable) -> Callable:
     """Mark ``method`` as overriding a protected hook of a TensorFlow base class
     (``checked_hooks`` verifies that the base still has it).
 
@@ -126,7 +126,7 @@ def tf_hook(method):
     return method
 
 
-def checked_hooks(cls):
+def checked_hooks(cls: type) -> type:
     """Class decorator: every ``tf_hook`` of ``cls`` exists in one of its base classes,
     else ``TensorFlowInternalsError`` at import, naming the hook and the TensorFlow
     versions spatial_tf was checked on (a renamed hook would otherwise never be called
