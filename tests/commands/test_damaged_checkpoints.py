@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
+from checkpoint_damage import DATA, truncate, write, zero
 from spatial_tf.__main__ import main
 
 TINY = ["--size", "16", "--depth", "2", "--filters", "4"]
-DATA = "ckpt-3.data-00000-of-00001"
 EVALUATE = "python -m spatial_tf evaluate"
 
 pytestmark = [pytest.mark.emulator, pytest.mark.slow]
@@ -44,35 +44,20 @@ def snapshot(folder):
     return found
 
 
-def _truncate(path):
-    os.truncate(path, os.path.getsize(path) // 2)
-
-
-def _zero(path):
-    size = os.path.getsize(path)
-    with open(path, "wb") as f:
-        f.write(b"\0" * size)
-
-
-def _write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
 # damage -> (the step restored, what is wrong; {d} is the model dir)
 DAMAGE = {
-    "latest data truncated": (lambda d: _truncate(os.path.join(d, DATA)), 2,
+    "latest data truncated": (lambda d: truncate(os.path.join(d, DATA)), 2,
                               "{d}/" + DATA + " is truncated (shorter than its index says)"),
-    "latest data zeroed": (lambda d: _zero(os.path.join(d, DATA)), 2,
+    "latest data zeroed": (lambda d: zero(os.path.join(d, DATA)), 2,
                            "{d}/" + DATA + " does not match its checksum (its bytes were "
                                            "changed)"),
-    "latest index garbage": (lambda d: _write(os.path.join(d, "ckpt-3.index"),
+    "latest index garbage": (lambda d: write(os.path.join(d, "ckpt-3.index"),
                                               bytes(range(256)) * 2), 2,
                              "{d}/ckpt-3.index is not a checkpoint index (not an sstable (bad "
                              "magic number))"),
     "latest index missing": (lambda d: os.remove(os.path.join(d, "ckpt-3.index")), 2,
                              "{d}/ckpt-3.index is missing"),
-    "pointer garbage": (lambda d: _write(os.path.join(d, "checkpoint"), b"\xff\xfe\x00junk"), 3,
+    "pointer garbage": (lambda d: write(os.path.join(d, "checkpoint"), b"\xff\xfe\x00junk"), 3,
                         "{d}/checkpoint cannot be read (it is not text)"),
     "pointer missing": (lambda d: os.remove(os.path.join(d, "checkpoint")), 3,
                         "{d}/checkpoint is missing"),
@@ -149,7 +134,7 @@ def command(name, model_dir):
 
 def _break_every_checkpoint(model_dir):
     for step in (1, 2, 3):
-        _truncate(os.path.join(model_dir, f"ckpt-{step}.data-00000-of-00001"))
+        truncate(os.path.join(model_dir, f"ckpt-{step}.data-00000-of-00001"))
     os.remove(os.path.join(model_dir, "ckpt-2.index"))
 
 
@@ -185,7 +170,7 @@ FIX = ("expected the model record python -m spatial_tf train writes. Fix: restor
 ])
 @pytest.mark.parametrize("name", ["evaluate", "predict", "train"])
 def test_a_broken_model_json_is_one_line_naming_it(model_dir, capsys, content, problem, name):
-    _write(os.path.join(model_dir, "model.json"), content)
+    write(os.path.join(model_dir, "model.json"), content)
     before = snapshot(model_dir)
     assert main(command(name, model_dir)) == 2
     prog = f"python -m spatial_tf {name}"
@@ -208,7 +193,7 @@ def detector(tmp_path_factory):
 def test_detection_evaluate_and_predict_fall_back(detector, tmp_path, capsys):
     model_dir = str(tmp_path / "det")
     shutil.copytree(detector, model_dir)
-    _truncate(os.path.join(model_dir, "ckpt-2.data-00000-of-00001"))
+    truncate(os.path.join(model_dir, "ckpt-2.data-00000-of-00001"))
     before = snapshot(model_dir)
     problem = (f"{model_dir}/ckpt-2.data-00000-of-00001 is truncated (shorter than its index "
                f"says); using ckpt-1, the newest readable checkpoint")

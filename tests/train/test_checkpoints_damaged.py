@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from checkpoint_damage import DATA, truncate, write, zero
 from spatial_tf.train import (CheckpointMismatchError, Checkpointer, CheckpointUnreadableError,
                               newest_readable)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA = "ckpt-3.data-00000-of-00001"
 NEWEST = "; {doing} ckpt-{step}, the newest readable checkpoint"
 
 
@@ -37,38 +37,23 @@ def saved(tmp_path):
     return str(tmp_path)
 
 
-def _truncate(path):
-    os.truncate(path, os.path.getsize(path) // 2)
-
-
-def _zero(path):
-    size = os.path.getsize(path)
-    with open(path, "wb") as f:
-        f.write(b"\0" * size)
-
-
-def _write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
 # (damage, the step restored, what the notice says was wrong; {d} is the folder)
 CASES = {
-    "data truncated": (lambda d: _truncate(os.path.join(d, DATA)), 2,
+    "data truncated": (lambda d: truncate(os.path.join(d, DATA)), 2,
                        "{d}/" + DATA + " is truncated (shorter than its index says)"),
-    "data zeroed": (lambda d: _zero(os.path.join(d, DATA)), 2,
+    "data zeroed": (lambda d: zero(os.path.join(d, DATA)), 2,
                     "{d}/" + DATA + " does not match its checksum (its bytes were changed)"),
     "data missing": (lambda d: os.remove(os.path.join(d, DATA)), 2, "{d}/" + DATA + " is missing"),
-    "index garbage": (lambda d: _write(os.path.join(d, "ckpt-3.index"), bytes(range(256)) * 2), 2,
+    "index garbage": (lambda d: write(os.path.join(d, "ckpt-3.index"), bytes(range(256)) * 2), 2,
                       "{d}/ckpt-3.index is not a checkpoint index (not an sstable (bad magic "
                       "number))"),
     "index missing": (lambda d: os.remove(os.path.join(d, "ckpt-3.index")), 2,
                       "{d}/ckpt-3.index is missing"),
-    "pointer binary": (lambda d: _write(os.path.join(d, "checkpoint"), b"\xff\xfe\x00garbage"), 3,
+    "pointer binary": (lambda d: write(os.path.join(d, "checkpoint"), b"\xff\xfe\x00garbage"), 3,
                        "{d}/checkpoint cannot be read (it is not text)"),
-    "pointer text": (lambda d: _write(os.path.join(d, "checkpoint"), b"model_checkpoint"), 3,
+    "pointer text": (lambda d: write(os.path.join(d, "checkpoint"), b"model_checkpoint"), 3,
                      "{d}/checkpoint cannot be read (it names no checkpoint)"),
-    "pointer empty": (lambda d: _write(os.path.join(d, "checkpoint"), b""), 3,
+    "pointer empty": (lambda d: write(os.path.join(d, "checkpoint"), b""), 3,
                       "{d}/checkpoint cannot be read (it names no checkpoint)"),
     "pointer missing": (lambda d: os.remove(os.path.join(d, "checkpoint")), 3,
                         "{d}/checkpoint is missing"),
@@ -116,7 +101,7 @@ def test_the_pointer_names_a_checkpoint_whose_files_are_gone(saved):
 
 def test_no_readable_checkpoint_is_one_error_naming_every_file(saved):
     for step in (1, 2, 3):
-        _truncate(os.path.join(saved, f"ckpt-{step}.data-00000-of-00001"))
+        truncate(os.path.join(saved, f"ckpt-{step}.data-00000-of-00001"))
     os.remove(os.path.join(saved, "ckpt-2.index"))
     before = _files(saved)
     message = (
