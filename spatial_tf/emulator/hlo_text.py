@@ -10,7 +10,7 @@
 import dataclasses
 import re
 
-__all__ = ["Collective", "collectives", "shape_bytes", "tuple_elements", "KINDS"]
+__all__ = ["Collective", "collectives", "shape_bytes", "dims", "tuple_elements", "KINDS"]
 
 # kind -> what it means in a spatially partitioned program
 KINDS = {
@@ -54,6 +54,18 @@ def shape_bytes(shape):
             count *= int(d)
         total += count * _BYTES.get(dtype, 1 if dtype.startswith("f8") else 4)
     return total
+
+
+def dims(shape):
+    """The dimensions of an HLO array shape string, [] for a tuple or a scalar.
+
+    >>> dims("f32[4,3,256,256]{3,2,1,0}"), dims("(f32[2], s32[])")
+    ([4, 3, 256, 256], [])
+    """
+    arrays = _ARRAY.findall(shape)
+    if len(arrays) != 1:
+        return []
+    return [int(d) for d in filter(None, arrays[0][1].split(","))]
 
 
 def _strip_layout(shape):

@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence
 
 from spatial_tf.emulator import op_source
 
-__all__ = ["explain", "merged_axes", "contiguous_spec"]
+__all__ = ["explain", "merged_axes", "contiguous_spec", "is_kernel_piece"]
 
 GENERIC = {
     "all-gather": (
@@ -64,6 +64,13 @@ _RESHAPE = (
     "reshape after the loss instead)."
 )
 
+_KERNEL = (
+    "this is a convolution's kernel {kernel} (or its gradient), not an activation: XLA "
+    "tiled it along its window axes to match the split input, padded to the cores, and "
+    "gathers it back. Fix: keep the gradients whole on every core, like the weights: "
+    "grads = spatial_tf.split(grads, [None] * len(grads)) before apply_gradients."
+)
+
 _RESHAPE_BATCH = (
     "this reshape merges the batch with the split axes {axes} of a {shape} tensor, so no "
     "spatial split keeps it local. Fix: keep the spatial axes until they are reduced "
@@ -75,8 +82,14 @@ _CONVOLUTIONS = ("Conv2D", "Conv3D", "DepthwiseConv2dNative", "Conv2DBackpropInp
                  "Conv3DBackpropInputV2", "Conv2DBackpropFilter", "Conv3DBackpropFilterV2")
 
 
-def explain(kind: str, source, num_cores: int, op_name: str = "") -> str:
-    """The reason and fix for a ``kind`` collective at ``source`` (None: unknown op)."""
+def explain(kind: str, source, num_cores: int, op_name: str = "",
+            shape: Sequence[int] = (), variables: Sequence[Sequence[int]] = ()) -> str:
+    """The reason and fix for a ``kind`` collective of a ``shape`` tensor at ``source``
+    (None: unknown op); ``variables``: the shapes of the step's variables."""
+    kernel = next((v for v in variables if len(v) >= 3 and is_kernel_piece(shape, v, num_cores)),
+                  None)
+    if kernel is not None:
+        return _KERNEL.format(kernel=list(kernel))
     if source is None:
         return FUSED_BATCH_NORM if "FusedBatchNorm" in op_name else GENERIC[kind]
     op = source.op
@@ -97,6 +110,21 @@ def explain(kind: str, source, num_cores: int, op_name: str = "") -> str:
         if spec is not None:
             return _RESHAPE.format(axes=axes, shape=before, spec=spec)
     return GENERIC[kind]
+
+
+def is_kernel_piece(shape: Sequence[int], kernel: Sequence[int], num_cores: int) -> bool:
+    """Whether a gathered ``shape`` is ``kernel`` tiled over the cores: the same channel
+    axes, each window axis at least the kernel's and padded by less than ``num_cores``.
+
+    >>> is_kernel_piece([4, 3, 256, 256], [3, 3, 256, 256], 4)
+    True
+    >>> is_kernel_piece([2, 64, 64, 256], [3, 3, 256, 256], 4)
+    False
+    """
+    shape, kernel = list(shape), list(kernel)
+    if not kernel or len(shape) != len(kernel) or shape[-2:] != kernel[-2:]:
+        return False
+    return all(k <= s < k + num_cores for s, k in zip(shape[:-2], kernel[:-2]))
 
 
 def _convolution_kind(op) -> Optional[str]:

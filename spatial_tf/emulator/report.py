@@ -13,7 +13,7 @@ import dataclasses
 
 from spatial_tf import logs
 from spatial_tf.emulator import op_source, remedies
-from spatial_tf.emulator.hlo_text import KINDS, collectives
+from spatial_tf.emulator.hlo_text import KINDS, collectives, dims
 from spatial_tf.table import format_bytes, format_table
 
 __all__ = ["Report", "build_report", "display_name", "GATHER_KINDS"]
@@ -139,7 +139,7 @@ def _build_report(emulator, step, gather_threshold_bytes):
             "unpartitioned": single.compile_seconds,
         },
         collectives=found,
-        warnings=_gather_warnings(found, gather_threshold_bytes, step.traced.graph,
+        warnings=_gather_warnings(found, gather_threshold_bytes, step.traced,
                                   emulator.num_cores_per_replica),
         gather_threshold_bytes=gather_threshold_bytes,
     )
@@ -168,9 +168,11 @@ def _activation_threshold(traced, compiled):
     return max(min(pieces) // 8, 1) if pieces else None
 
 
-def _gather_warnings(found, threshold, graph, num_cores):
+def _gather_warnings(found, threshold, traced, num_cores):
     if threshold is None:
         return []
+    graph = traced.graph
+    variables = [v.shape.as_list() for v in traced.variables if v.shape.rank is not None]
     grouped = collections.OrderedDict()
     for c in found:
         if c.kind in GATHER_KINDS and c.bytes >= threshold:
@@ -189,6 +191,7 @@ def _gather_warnings(found, threshold, graph, num_cores):
         warnings.append(
             f"{kind} of an activation-sized tensor at TensorFlow op '{op_name}'{origin} "
             f"({len(items)}x, {format_bytes(total)} per core; {shapes}): "
-            + remedies.explain(kind, source, num_cores, op_name) + saving
+            + remedies.explain(kind, source, num_cores, op_name, dims(items[0].shape),
+                               variables) + saving
         )
     return warnings

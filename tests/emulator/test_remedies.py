@@ -180,3 +180,52 @@ def test_report_warnings_name_the_line_the_fix_and_the_saving(emulators):
     [conv] = [w for w in warnings if "Conv2DBackpropFilter" in w]
     assert f"the gradient of the op made at test_remedies.py:{line - 1} in call" in conv
     assert "spatial_tf.layers.partition_friendly(model)" in conv
+
+
+@pytest.mark.emulator
+@pytest.mark.parametrize("whole_gradients", [False, True])
+def test_a_kernel_tiled_by_xla_is_named_as_such_and_whole_gradients_end_it(emulators,
+                                                                          whole_gradients):
+    emulator = emulators(4)
+    with emulator.scope():
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((64, 64, 3))
+        x = inputs
+        for _ in range(5):   # down to 2x2: narrower than the split at the deepest level
+            x = keras.layers.Conv2D(32, 3, strides=2, padding="same", activation="relu")(x)
+        model = keras.Model(inputs, keras.layers.Conv2D(32, 3, padding="same")(x))
+        optimizer = keras.optimizers.SGD(0.1)
+        optimizer.build(model.trainable_variables)
+
+    def step(image):
+        image = spatial_tf.split(image, [1, 4, 1, 1])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(image) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        if whole_gradients:
+            grads = spatial_tf.split(grads, [None] * len(grads))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    warnings = emulator.report(step, (tf.ones([2, 64, 64, 3]),)).warnings
+    kernel = [w for w in warnings if "f32[4,3,32,32]" in w]
+    if whole_gradients:
+        assert kernel == []
+    else:
+        assert kernel and all(
+            "this is a convolution's kernel [3, 3, 32, 32] (or its gradient), not an "
+            "activation" in w and "grads = spatial_tf.split(grads, [None] * len(grads))" in w
+            for w in kernel)
+
+
+@pytest.mark.parametrize("shape, kernel, cores, expected", [
+    ([4, 3, 256, 256], [3, 3, 256, 256], 4, True),
+    ([3, 3, 256, 256], [3, 3, 256, 256], 4, True),
+    ([8, 3, 256, 256], [3, 3, 256, 256], 4, False),    # padded by more than the cores
+    ([4, 3, 128, 256], [3, 3, 256, 256], 4, False),    # other channels
+    ([2, 64, 64, 256], [3, 3, 256, 256], 4, False),    # an activation
+    ([4, 3, 3, 8, 8], [3, 3, 3, 8, 8], 2, True),       # a 3D kernel, 3 padded to 4 for 2 cores
+    ([4, 3, 256, 256], [], 4, False),
+])
+def test_is_kernel_piece(shape, kernel, cores, expected):
+    assert remedies.is_kernel_piece(shape, kernel, cores) == expected
