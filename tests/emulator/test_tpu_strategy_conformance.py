@@ -524,6 +524,44 @@ def test_summary_in_step_is_written_on_the_host(strategy, tmp_path):
     assert _scalar_events(str(tmp_path), "loss") == [(3, 3.0)]
 
 
+def test_spmd_with_summary(strategy, tmp_path):
+    # tpu_strategy_model_parallelism_test.test_spmd_with_summary: a tf.function step that
+    # makes the writer default itself, writes a scalar at a variable step and advances
+    # it; ten runs leave the step at 10 and the summaries on disk (replica 0's, once).
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    with strategy.scope():
+        step = tf.Variable(0, dtype=tf.int64)
+
+    @tf.function
+    def run():
+        with writer.as_default():
+            tf.summary.scalar("result", step * 2, step=step)
+            step.assign_add(1)
+
+    for _ in range(10):
+        strategy.run(run, args=())
+    assert int(step.numpy()) == 10
+    writer.flush()
+    assert _scalar_events(str(tmp_path), "result") == [(s, 2.0 * s) for s in range(10)]
+
+
+def test_a_writer_entered_in_the_step_sets_the_default_step_and_record_if_holds(
+        strategy, tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path))
+
+    def step_fn(x):
+        with writer.as_default(step=7):
+            tf.summary.scalar("sum", tf.reduce_sum(x))
+            with tf.summary.record_if(False):
+                tf.summary.scalar("skipped", tf.reduce_sum(x))
+        return x
+
+    tf.function(lambda: strategy.run(step_fn, args=(tf.constant([1.0, 2.0]),)))()
+    writer.flush()
+    assert _scalar_events(str(tmp_path), "sum") == [(7, 3.0)]
+    assert _scalar_events(str(tmp_path), "skipped") == []
+
+
 def test_outside_compilation_host_only_op(strategy):
     # tpu_strategy_test.TPUStrategyTest.test_composite_input_dynamic_shapes_outside_
     # compilation / tpu_outside_compilation_test: tpu.outside_compilation runs its
