@@ -20,6 +20,12 @@ def _ids(page: pathlib.Path):
     return set(re.findall(r'id="([A-Za-z_][A-Za-z0-9_]*)"', page.read_text()))
 
 
+def test_the_api_page_names_every_top_level_name_and_subpackage():
+    text = (pathlib.Path(__file__).parents[1] / "docs" / "api.md").read_text()
+    missing = [n for n in spatial_tf.__all__ if f"`{n}`" not in text]
+    assert len(spatial_tf.__all__) > 30 and not missing, f"not named in docs/api.md: {missing}"
+
+
 @pytest.mark.slow
 def test_every_top_level_name_is_documented(site):
     names = spatial_tf.__all__
