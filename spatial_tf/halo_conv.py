@@ -24,7 +24,7 @@ building it: a U-Net's skip connection then costs no extra full-resolution copy.
 Only stride 1, dilation 1 and ``groups=1`` take the unpadded path (the convolutions
 that need a halo in a U-Net); other settings compute TensorFlow's own gradient.
 """
-from typing import List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -87,10 +87,14 @@ def conv_keeping_input_unpadded(x, kernel, padding: str):
     return conv(x, kernel)
 
 
-def conv_of_concatenation(pieces: Sequence, kernel, padding: str):
+def conv_of_concatenation(pieces: Sequence, kernel, padding: str = "SAME", *,
+                          convolve: Optional[Callable] = None,
+                          channels: Optional[Sequence[int]] = None):
     """``conv_keeping_input_unpadded(concat(pieces, -1), kernel, padding)`` without building
     the concatenation: each piece is convolved with its slice of the kernel's input
-    channels and the results are summed.
+    channels and the results are summed. ``convolve(x, kernel)`` replaces the
+    convolution (e.g. a Keras layer's ``convolution_op``), ``channels`` each piece's
+    channel count (default: its last axis).
 
     >>> import numpy as np
     >>> a, b = tf.ones((1, 4, 4, 2), tf.float64), tf.ones((1, 4, 4, 1), tf.float64)
@@ -99,14 +103,16 @@ def conv_of_concatenation(pieces: Sequence, kernel, padding: str):
     >>> bool(tf.reduce_all(y == tf.nn.convolution(tf.concat([a, b], -1), w, padding="SAME")))
     True
     """
+    if convolve is None:
+        def convolve(x, k):
+            return conv_keeping_input_unpadded(x, k, padding)
     if len(pieces) == 1:
-        return conv_keeping_input_unpadded(pieces[0], kernel, padding)
+        return convolve(pieces[0], kernel)
+    channels = channels or [int(x.shape[-1]) for x in pieces]
     outputs, start = [], 0
-    for x in pieces:
-        channels = int(x.shape[-1])
-        outputs.append(conv_keeping_input_unpadded(x, kernel[..., start:start + channels, :],
-                                                   padding))
-        start += channels
+    for x, count in zip(pieces, channels, strict=True):
+        outputs.append(convolve(x, kernel[..., start:start + count, :]))
+        start += count
     return tf.add_n(outputs)
 
 
@@ -154,13 +160,9 @@ class _HaloConv:
                  or any(s != 1 for s in self.strides)
                  or any(d != 1 for d in self.dilation_rate))
         kernel = tf.convert_to_tensor(self.kernel)
-        if plain:
-            outputs, start = [], 0
-            for x, channels in zip(inputs, self._channels):
-                part = kernel[..., start:start + channels, :] if len(inputs) > 1 else kernel
-                start += channels
-                outputs.append(self.convolution_op(x, part))
-            y = tf.add_n(outputs) if len(outputs) > 1 else outputs[0]
+        if plain:  # Keras' convolution (TensorFlow's gradient), one kernel slice per input
+            y = conv_of_concatenation(inputs, kernel, convolve=self.convolution_op,
+                                      channels=self._channels)
         else:
             y = conv_of_concatenation(inputs, kernel, self.padding)
         if self.use_bias:
