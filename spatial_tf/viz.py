@@ -24,15 +24,18 @@ def _pyplot():
 
 
 def slices_figure(image, labels=None, prediction=None, *, slices=None, axis: int = 0,
-                  title: str = ""):
-    """Slices of a volume: a row per slice, columns input / label / prediction.
+                  title: str = "", class_names=None):
+    """Slices of a volume: a row per slice, columns input / label / prediction, and a
+    legend of the classes' colours under the masks.
 
     Args:
       image: a ``[D, H, W]`` volume (a trailing channel of 1 is dropped).
       labels, prediction: integer ``[D, H, W]`` class masks, shown when given.
-      slices: indices along ``axis`` (default: the middle one).
+      slices: indices along ``axis`` (default: the slice with the most labelled voxels,
+        class > 0, of ``labels``, else of ``prediction``; the middle one without any).
       axis: the axis the slices cut (0: axial for ``[D, H, W]`` volumes).
       title: the figure's title.
+      class_names: a name per class (default ``background``, ``class 1``, ...).
     """
     image = np.asarray(image)
     if image.ndim == 4 and image.shape[-1] == 1:
@@ -49,12 +52,13 @@ def slices_figure(image, labels=None, prediction=None, *, slices=None, axis: int
     if not -3 <= axis < 3:
         raise ValueError(f"slices_figure: axis is {axis}; expected 0, 1 or 2.")
     depth = image.shape[axis]
-    slices = [depth // 2] if slices is None else list(slices)
+    slices = [_most_labelled(masks, axis, depth)] if slices is None else list(slices)
     for s in slices:
         if not 0 <= s < depth:
             raise ValueError(f"slices_figure: slice {s} is outside the volume; expected "
                              f"0..{depth - 1} along axis {axis}.")
     top = max([int(m.max()) for _, m in masks] + [1])
+    names = _class_names(class_names, top)
     plt = _pyplot()
     columns = 1 + len(masks)
     fig, axes = plt.subplots(len(slices), columns, figsize=(3.2 * columns, 3.4 * len(slices)),
@@ -71,7 +75,40 @@ def slices_figure(image, labels=None, prediction=None, *, slices=None, axis: int
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
+    if masks:
+        _legend(fig, plt, names, top)
     return fig
+
+
+def _most_labelled(masks, axis, depth):
+    """The slice with the most voxels of a class > 0 in the first mask that has any."""
+    for _, mask in masks:
+        counts = np.count_nonzero(mask > 0, axis=tuple(a for a in range(3) if a != axis % 3))
+        if counts.any():
+            return int(np.argmax(counts))
+    return depth // 2
+
+
+def _class_names(class_names, top):
+    if class_names is None:
+        return ["background"] + [f"class {k}" for k in range(1, top + 1)]
+    names = [str(n) for n in class_names]
+    if len(names) <= top:
+        raise ValueError(f"slices_figure: class_names has {len(names)} name(s); expected one "
+                         f"per class, {top + 1} (the masks hold classes 0..{top}). Fix: name "
+                         f"every class, background included.")
+    return names
+
+
+def _legend(fig, plt, names, top):
+    """The classes' colours as in the masks (viridis over 0..top), under the figure."""
+    from matplotlib.patches import Patch
+
+    cmap = plt.get_cmap("viridis")
+    handles = [Patch(color=cmap(k / top), label=names[k]) for k in range(top + 1)]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8,
+               frameon=False)
+    fig.subplots_adjust(bottom=0.1)
 
 
 def memory_figure(report, title: str = ""):

@@ -35,7 +35,28 @@ def test_slices_figure_other_axis_and_default_middle_slice():
     assert fig._suptitle is None
 
 
+def test_the_default_slice_is_the_most_labelled_and_the_legend_names_the_classes():
+    image = np.zeros((6, 4, 4))
+    labels = np.zeros((6, 4, 4), int)
+    labels[1, :2, :2] = 2      # 4 labelled voxels on slice 1
+    labels[4, :, :3] = 1       # 12 on slice 4
+    prediction = np.zeros((6, 4, 4), int)
+    prediction[0] = 1          # a prediction's slice counts only without labels
+    fig = viz.slices_figure(image, labels, prediction)
+    assert fig.axes[0].get_title() == "input, slice 4"
+    [legend] = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["background", "class 1", "class 2"]
+    assert viz.slices_figure(image, prediction=prediction).axes[0].get_title() == "input, slice 0"
+    along_w = viz.slices_figure(image, labels, axis=2).axes[0].get_title()
+    assert along_w == "input, slice 0"   # columns 0 and 1 hold 6 labelled voxels, 2 holds 4
+    named = viz.slices_figure(image, labels, class_names=["air", "organ", "lesion"])
+    assert [t.get_text() for t in named.legends[0].get_texts()] == ["air", "organ", "lesion"]
+    assert viz.slices_figure(image).legends == []    # no masks, no legend
+
+
 @pytest.mark.parametrize("kwargs, message", [
+    (dict(image=np.zeros((4, 4, 4)), labels=np.full((4, 4, 4), 2), class_names=["a", "b"]),
+     "class_names has 2 name(s); expected one per class, 3 (the masks hold classes 0..2)"),
     (dict(image=np.zeros((2, 4, 4, 4, 1))), "has shape (2, 4, 4, 4, 1); expected a [D, H, W]"),
     (dict(image=np.zeros((4, 4, 4)), labels=np.zeros((4, 4))), "label has shape (4, 4)"),
     (dict(image=np.zeros((4, 4, 4)), prediction=np.zeros((4, 4, 5))), "prediction has shape"),
