@@ -61,10 +61,9 @@ def combine_updates(aggregation, old, per_replica):
 
     ``MEAN``: the average (``MirroredStrategy`` averages such writes across replicas);
     ``SUM``: the old value plus every replica's change; ``NONE`` and
-    ``ONLY_FIRST_REPLICA``: replica 0's value. Optimizer updates made from all-reduced
-    gradients are the same on every replica; variables written per replica with no
-    aggregation (Keras 3 batch-norm moving statistics) keep replica 0's value, the one
-    ``MirroredStrategy`` and ``TPUStrategy`` save in a checkpoint.
+    ``ONLY_FIRST_REPLICA``: replica 0's value. (The emulator's runner keeps variables
+    with ``aggregation=NONE`` or ``synchronization=ON_READ`` per replica instead, see
+    ``on_read.py``; their host value is what this gives.)
     """
     if len(per_replica) == 1:
         return per_replica[0]
