@@ -1,15 +1,16 @@
-"""A pod-slice-shaped run: the segmentation loop fed by 1 host or by several.
+"""A pod-slice-shaped run: the segmentation loop fed by 1 host or as on a v4-32 slice.
 
-A v4-32 slice has 4 hosts. Here the same shape in miniature: ``R`` replicas of ``C``
-cores (default 4 x 2 = 8 emulated cores), fed by one host or by ``--hosts`` hosts (each with its own input pipeline,
-``distribute_datasets_from_function`` sharding the volumes by ``input_pipeline_id``).
-spatial_tf's 3D U-Net (depth 2, 4 filters) trains on synthetic CT volumes with
-``spatial_tf.train.make_train_step``; printed per layout: the first call (trace + compile
-+ run), the median of the following steps, the loss after the last step and the
-per-core memory of one replica's program (the same on every host). XLA:CPU figures, one
-process.
+A v4-32 slice has 16 cores (megacore chips) on 4 hosts. With 2 cores per replica it
+holds 8 replicas; ``Emulator(2, topology="v4-32")`` places them as ``tpu_strategy`` would
+and gives each host its own input pipeline (``distribute_datasets_from_function``
+sharding the volumes by ``input_pipeline_id``). The same 8 x 2 cores fed by one host are
+the baseline. spatial_tf's 3D U-Net (depth 2, 4 filters) trains on synthetic CT volumes
+with ``spatial_tf.train.make_train_step``; printed per layout: the first call (trace +
+compile + run), the median of the following steps, the loss after the last step and the
+per-core memory of one replica's program; then, per host of the slice, the cores it runs
+and their memory. XLA:CPU figures, one process.
 
-    python benchmarks/emulator_hosts.py [--hosts 4] [--steps 6] [--size 32]
+    python benchmarks/emulator_hosts.py [--topology v4-32] [--cores 2] [--steps 6] [--size 32]
 """
 import argparse
 import os
@@ -21,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def run(num_hosts, replicas, cores, steps, size):
+def run(emulator, steps, size):
     import keras
     import tensorflow as tf
 
@@ -30,7 +31,7 @@ def run(num_hosts, replicas, cores, steps, size):
     from spatial_tf.models import unet3d
     from spatial_tf.train import make_train_step
 
-    emulator = spatial_tf.Emulator(cores, num_replicas=replicas, num_hosts=num_hosts)
+    cores, replicas = emulator.num_cores_per_replica, emulator.num_replicas
     spec = [[1, cores, 1, 1, 1], [1, cores, 1, 1]]
     with emulator.scope():
         keras.utils.set_random_seed(0)
@@ -67,26 +68,42 @@ def run(num_hosts, replicas, cores, steps, size):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hosts", type=int, default=4)
-    p.add_argument("--replicas", type=int, default=4)
+    p.add_argument("--topology", default="v4-32")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--size", type=int, default=32)
     args = p.parse_args(argv)
+    import spatial_tf
     from spatial_tf.table import format_bytes, format_table
 
-    rows = []
-    for hosts in (1, args.hosts):
-        first, step, loss, peak = run(hosts, args.replicas, args.cores, args.steps, args.size)
-        rows.append([hosts, f"{args.replicas} x {args.cores}", f"{first:.1f} s",
-                     f"{step * 1000:.0f} ms", f"{loss:.4f}", format_bytes(peak)])
-        print(f"  {hosts} host(s): done", flush=True)
+    pod = spatial_tf.Emulator(args.cores, topology=args.topology)
+    one_host = spatial_tf.Emulator(args.cores, num_replicas=pod.num_replicas)
+    rows, peak = [], 0
+    for name, emulator in (("1 host", one_host), (args.topology, pod)):
+        first, step, loss, peak = run(emulator, args.steps, args.size)
+        rows.append([name, emulator.num_hosts, f"{emulator.num_replicas} x {args.cores}",
+                     f"{first:.1f} s", f"{step * 1000:.0f} ms", f"{loss:.4f}",
+                     format_bytes(peak)])
+        print(f"  {name}: done", flush=True)
+    right = ("hosts", "first call", "step (median)", "loss, replica 0", "peak per core")
     print(format_table(
-        ["hosts", "replicas x cores", "first call", "step (median)", "loss, replica 0",
-         "peak per core"], rows,
-        right=("hosts", "first call", "step (median)", "loss, replica 0", "peak per core"),
+        ["layout", "hosts", "replicas x cores", "first call", "step (median)",
+         "loss, replica 0", "peak per core"], rows, right=right,
         title=f"3D U-Net train step at {args.size}^3, {args.steps} steps, emulated"))
+    print()
+    print(format_table(["task", "replica:core it runs", "cores", "memory (cores x peak)"],
+                       _per_host(pod, peak, format_bytes), right=("cores",),
+                       title=f"{args.topology}: memory per host"))
     return 0
+
+
+def _per_host(emulator, peak, format_bytes):
+    on = {}
+    for replica, tasks in enumerate(emulator.host_layout.core_tasks):
+        for core, task in enumerate(tasks):
+            on.setdefault(task, []).append(f"{replica}:{core}")
+    return [[task, " ".join(cores), len(cores), format_bytes(len(cores) * peak)]
+            for task, cores in sorted(on.items())]
 
 
 if __name__ == "__main__":

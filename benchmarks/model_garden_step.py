@@ -85,7 +85,6 @@ def measure(size, cores, steps, data_path, batch_norm):
     from official.core import task_factory, train_utils
 
     import spatial_tf
-    from spatial_tf.emulator.report import build_report
 
     emulator = spatial_tf.Emulator(num_cores_per_replica=cores)
     params = params_for(size, cores, data_path)
@@ -106,7 +105,7 @@ def measure(size, cores, steps, data_path, batch_norm):
     trainable = {id(v.handle) for v in trainer.model.trainable_variables}
     (step,) = [s for s in emulator.compiled_steps
                if trainable <= {id(v.handle) for v in s.traced.written_variables}]
-    report = build_report(emulator, step)
+    report = step.report()
     return report, step.trace_seconds, first, step_seconds, loss
 
 

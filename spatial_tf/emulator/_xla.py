@@ -211,6 +211,11 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
     return compiled
 
 
+def hlo_module_text(hlo_module_proto):
+    """A serialized ``HloModuleProto`` as HLO text (before any partitioning)."""
+    return _load().xla_client.XlaComputation(hlo_module_proto).as_hlo_text()
+
+
 def entry_dimensions(hlo_module_proto):
     """``(parameters, results)``: the entry computation's array sizes, from a serialized
     ``HloModuleProto`` (results: the root tuple's elements, or the root itself)."""

@@ -16,10 +16,11 @@ __all__ = ["EmulatorExtended"]
 class EmulatorExtended(_distribute.OneDeviceExtended):
     """The ``extended`` object of an ``Emulator`` with ``num_replicas`` replicas."""
 
-    def __init__(self, container_strategy, num_replicas, num_hosts=1):
+    def __init__(self, container_strategy, host_layout):
         super().__init__(container_strategy, "/cpu:0")
-        self._num_replicas = num_replicas
-        self._num_hosts = num_hosts
+        self._host_layout = host_layout
+        self._num_replicas = len(host_layout.pipeline_of_replica)
+        self._num_hosts = host_layout.num_hosts
         self._cluster_resolver = None
 
     # ------------------------------------------------------------ replicas
@@ -84,9 +85,9 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
     def _input_workers_with_options(self, options=None):
         # one input worker per emulated host, feeding its replicas in order (TPUStrategy
         # builds one per TPU host from its device assignment); all run on this host's CPU
-        per_host = self._num_replicas // self._num_hosts
         return _distribute.InputWorkers(
-            [(self._input_device, (self._device,) * per_host)] * self._num_hosts)
+            [(self._input_device, (self._device,) * n)
+             for n in self._host_layout.replicas_per_pipeline])
 
     @_distribute.tf_hook
     def _experimental_distribute_dataset(self, dataset, options):

@@ -10,18 +10,104 @@ ignores its context: every host reads the same examples, so the replicas train o
 copies. ``identical_hosts`` tells that from a step's per-replica inputs;
 ``check_host_specs`` refuses hosts whose datasets yield different element shapes.
 
+Which host feeds which replica (``HostLayout``): TensorFlow concatenates the hosts'
+per-replica batches in input-worker order and hands replica ``i`` the ``i``-th
+(``DistributedIterator.get_next`` in ``input_lib.py``, then ``select_replica(i, args)``
+in ``TPUExtended.tpu_run``); ``TPUExtended._device_input_worker_devices`` orders the
+hosts by their first replica. With a topology the emulator derives both from the
+``DeviceAssignment`` as ``tpu_strategy`` builds it; a replica whose cores sit on
+another host than the pipeline feeding it gets its batch across hosts on a TPU.
+
 >>> import numpy as np
 >>> same = [[np.arange(2)], [np.arange(2) + 2], [np.arange(2)], [np.arange(2) + 2]]
->>> identical_hosts(same, [0], num_hosts=2)
+>>> identical_hosts(same, [0], even_layout(4, 2).pipeline_of_replica)
 True
+>>> layout = topology_layout("v4-32", num_cores_per_replica=2)
+>>> layout.pipeline_of_replica, layout.replica_tasks
+((0, 0, 1, 1, 2, 2, 3, 3), (0, 0, 1, 2, 3, 3, 2, 1))
 """
-from typing import List, Sequence
+import dataclasses
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["IdenticalHostInputWarning", "distributed_indices", "identical_hosts",
-           "identical_hosts_message", "check_host_specs"]
+__all__ = ["HostLayout", "even_layout", "topology_layout", "IdenticalHostInputWarning",
+           "distributed_indices", "identical_hosts", "identical_hosts_message",
+           "check_host_specs"]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostLayout:
+    """The hosts' input pipelines and the replicas each feeds, as ``TPUStrategy`` has them.
+
+    ``replicas_per_pipeline[h]``: how many replicas pipeline ``h`` (``input_pipeline_id``)
+    feeds. From a topology also ``pipeline_tasks[h]``, the TPU host (task) running
+    pipeline ``h``; ``replica_tasks[r]``, the task of replica ``r``'s logical core 0;
+    ``core_tasks[r][c]``, the task of each logical core; and ``device_assignment``.
+    """
+
+    replicas_per_pipeline: tuple
+    pipeline_tasks: Optional[tuple] = None
+    replica_tasks: Optional[tuple] = None
+    core_tasks: Optional[tuple] = None
+    device_assignment: Any = dataclasses.field(default=None, repr=False, compare=False)
+    slice_name: Optional[str] = None
+
+    @property
+    def num_hosts(self) -> int:
+        return len(self.replicas_per_pipeline)
+
+    @property
+    def pipeline_of_replica(self) -> tuple:
+        """Replica ``r`` is fed by pipeline ``pipeline_of_replica[r]`` (by position)."""
+        return tuple(h for h, n in enumerate(self.replicas_per_pipeline) for _ in range(n))
+
+    def fed_across_hosts(self) -> tuple:
+        """Replicas whose batch comes from a pipeline on another task than their core 0."""
+        if self.replica_tasks is None:
+            return ()
+        return tuple(r for r, h in enumerate(self.pipeline_of_replica)
+                     if self.pipeline_tasks[h] != self.replica_tasks[r])
+
+
+def even_layout(num_replicas: int, num_hosts: int) -> HostLayout:
+    """``num_hosts`` pipelines feeding ``num_replicas // num_hosts`` replicas each."""
+    return HostLayout((num_replicas // num_hosts,) * num_hosts)
+
+
+def topology_layout(topology: Any, num_cores_per_replica: int,
+                    num_replicas: Optional[int] = None) -> HostLayout:
+    """The layout ``tpu_strategy`` would give on ``topology`` (a slice name such as
+    ``"v4-32"`` or a ``tf.tpu.experimental.Topology``): replicas from its
+    ``DeviceAssignment``, one pipeline per host of a replica's logical core 0."""
+    from spatial_tf.topology import device_assignment, host_feeds, slice_label, synthetic
+
+    if isinstance(topology, str):
+        topology = synthetic(topology)
+    elif not isinstance(topology, tf.tpu.experimental.Topology):
+        raise TypeError(
+            f"Emulator: topology is {topology!r} ({type(topology).__name__}); expected a "
+            f"slice name such as 'v4-32' or a tf.tpu.experimental.Topology. Fix: "
+            f"Emulator(num_cores_per_replica, topology='v4-32')."
+        )
+    da = device_assignment(topology, num_cores_per_replica=num_cores_per_replica,
+                           num_replicas=num_replicas)
+
+    def task(replica, core):
+        return int(da.topology.task_ordinal_at_coordinates(da.coordinates(replica, core)))
+
+    feeds = host_feeds(da)
+    cores = tuple(tuple(task(r, c) for c in range(da.num_cores_per_replica))
+                  for r in range(da.num_replicas))
+    return HostLayout(
+        replicas_per_pipeline=tuple(len(f.replicas) for f in feeds),
+        pipeline_tasks=tuple(f.task for f in feeds),
+        replica_tasks=tuple(c[0] for c in cores),
+        core_tasks=cores,
+        device_assignment=da,
+        slice_name=slice_label(topology),
+    )
 
 
 class IdenticalHostInputWarning(UserWarning):
@@ -42,19 +128,22 @@ def distributed_indices(args, kwargs) -> List[int]:
 
 
 def identical_hosts(per_replica_args: Sequence[Sequence], indices: Sequence[int],
-                    num_hosts: int) -> bool:
-    """Whether every host's replicas got exactly host 0's replicas' per-replica inputs."""
-    per_host = len(per_replica_args) // num_hosts
-    if num_hosts < 2 or not indices:
+                    pipeline_of_replica: Sequence[int]) -> bool:
+    """Whether every host's replicas got exactly host 0's replicas' per-replica inputs
+    (``pipeline_of_replica[r]``: the host feeding replica ``r``)."""
+    fed = {}
+    for replica, host in enumerate(pipeline_of_replica):
+        fed.setdefault(host, []).append(replica)
+    if len(fed) < 2 or not indices:
         return False
 
-    def host(h):
-        return [np.asarray(per_replica_args[h * per_host + r][i])
-                for r in range(per_host) for i in indices]
+    def inputs(host):
+        return [np.asarray(per_replica_args[r][i]) for r in fed[host] for i in indices]
 
-    first = host(0)
-    return all(all(np.array_equal(a, b) for a, b in zip(first, host(h)))
-               for h in range(1, num_hosts))
+    first = inputs(0)
+    return all(len(inputs(h)) == len(first)
+               and all(np.array_equal(a, b) for a, b in zip(first, inputs(h)))
+               for h in list(fed)[1:])
 
 
 def identical_hosts_message(step_name: str, num_hosts: int) -> str:

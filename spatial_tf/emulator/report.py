@@ -13,13 +13,12 @@ import dataclasses
 
 from spatial_tf import logs
 from spatial_tf.emulator import op_source, remedies
+from spatial_tf.emulator.compiled import GATHER_KINDS, MEMORY_KINDS
 from spatial_tf.emulator.hlo_text import KINDS, collectives, dims
 from spatial_tf.table import format_bytes, format_table
 
 __all__ = ["Report", "build_report", "display_name", "GATHER_KINDS"]
 
-GATHER_KINDS = ("all-gather", "all-to-all")
-_MEMORY_ROWS = ("argument", "output", "alias", "temp")
 
 
 @dataclasses.dataclass
@@ -81,7 +80,7 @@ class Report:
             [
                 [k, format_bytes(self.partitioned[k]), format_bytes(self.unpartitioned[k]),
                  _ratio(self.partitioned[k], self.unpartitioned[k])]
-                for k in _MEMORY_ROWS + ("peak",)
+                for k in MEMORY_KINDS + ("peak",)
             ],
             title=f"{self.function} on {layout} ({cores} virtual CPU devices); "
                   f"compile {self.compile_seconds['partitioned']:.1f} s partitioned, "
@@ -117,39 +116,32 @@ def display_name(name):
     return name.rsplit("<locals>.", 1)[-1]
 
 
-def build_report(emulator, step, gather_threshold_bytes=None):
-    """A ``Report`` for a compiled step of ``emulator`` (see ``Emulator.report``)."""
+def build_report(step, gather_threshold_bytes=None):
+    """A ``Report`` for a ``CompiledStep`` (see ``Emulator.report``)."""
     with logs.quiet():
-        return _build_report(emulator, step, gather_threshold_bytes)
+        return _build_report(step, gather_threshold_bytes)
 
 
-def _build_report(emulator, step, gather_threshold_bytes):
-    program, single = step.program, step.unpartitioned
-    found = collectives(program.compiled.hlo_text())
+def _build_report(step, gather_threshold_bytes):
+    program = step.program
+    found = step.collectives()
     if gather_threshold_bytes is None:
         gather_threshold_bytes = _activation_threshold(step.traced, program.compiled)
     return Report(
         function=display_name(step.traced.name),
-        num_replicas=emulator.num_replicas,
-        num_cores_per_replica=emulator.num_cores_per_replica,
-        partitioned=_memory(program.compiled),
-        unpartitioned=_memory(single.compiled),
+        num_replicas=program.num_replicas,
+        num_cores_per_replica=program.num_partitions,
+        partitioned=step.memory(),
+        unpartitioned=step.memory(partitioned=False),
         compile_seconds={
             "partitioned": program.compile_seconds,
-            "unpartitioned": single.compile_seconds,
+            "unpartitioned": step.unpartitioned.compile_seconds,
         },
         collectives=found,
         warnings=_gather_warnings(found, gather_threshold_bytes, step.traced,
-                                  emulator.num_cores_per_replica),
+                                  program.num_partitions),
         gather_threshold_bytes=gather_threshold_bytes,
     )
-
-
-def _memory(compiled):
-    stats = compiled.memory_stats()
-    out = {k: stats[k] for k in _MEMORY_ROWS}
-    out["peak"] = out["argument"] + out["output"] - out["alias"] + out["temp"]
-    return out
 
 
 def _activation_threshold(traced, compiled):

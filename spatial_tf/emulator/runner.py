@@ -88,7 +88,8 @@ def _check_hosts(emulator, name, per_replica_args, indices):
     key = ("identical hosts", name)
     if emulator.num_hosts < 2 or key in emulator._warned:
         return
-    if hosts.identical_hosts(per_replica_args, indices, emulator.num_hosts):
+    if hosts.identical_hosts(per_replica_args, indices,
+                             emulator.host_layout.pipeline_of_replica):
         emulator._warned.add(key)
         warnings.warn(hosts.identical_hosts_message(repr(name), emulator.num_hosts),
                       hosts.IdenticalHostInputWarning, stacklevel=2)

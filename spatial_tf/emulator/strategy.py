@@ -38,8 +38,8 @@ import tensorflow as tf
 from spatial_tf import context, logs
 from spatial_tf.checks import check_int
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.emulator import _distribute, _xla, on_read, runner
-from spatial_tf.emulator.executable import Program
+from spatial_tf.emulator import _distribute, _xla, hosts, on_read, runner
+from spatial_tf.emulator.compiled import CompiledStep, Lowered
 from spatial_tf.emulator.extended import EmulatorExtended
 from spatial_tf.emulator.replica import EmulatedReplicaContext, tracing_program
 from spatial_tf.emulator.trace import CallSignature, outline, trace
@@ -57,44 +57,39 @@ _log = logging.getLogger("spatial_tf")
 MAX_CACHED_STEPS = 64
 
 
-class _Step:
-    """One step function traced for one call signature, with its compiled programs."""
-
-    def __init__(self, emulator, fn, signature):
-        start = time.perf_counter()
-        with _tracing(emulator):
-            self.traced = trace(
-                fn, signature=signature, context=lambda: EmulatedReplicaContext(emulator)
-            )
-        self.trace_seconds = time.perf_counter() - start
-        self._num_replicas = emulator.num_replicas
-        self._compiler_options = emulator.compiler_options
-        self.program = Program(
-            self.traced, emulator.num_cores_per_replica, num_replicas=emulator.num_replicas,
-            compiler_options=emulator.compiler_options,
+def _host_layout(cores, num_replicas, num_hosts, topology):
+    """The emulator's ``HostLayout`` from its arguments, each checked."""
+    if num_replicas is not None:
+        num_replicas = check_int(
+            num_replicas, "num_replicas",
+            "num_replicas=1 for one replica, or the data-parallel replicas of the pod slice "
+            "you plan for", where="Emulator",
         )
-        self._unpartitioned = None
-        self._float64 = {}
-
-    def float64_program(self, partitioned):
-        """The step with float32 computed in float64, partitioned or on one core."""
-        if partitioned not in self._float64:
-            self._float64[partitioned] = Program(
-                self.traced, self.program.num_partitions if partitioned else 1,
-                num_replicas=self._num_replicas, compiler_options=self._compiler_options,
-                float64=True,
+    if num_hosts is not None:
+        num_hosts = check_int(
+            num_hosts, "num_hosts", "num_hosts=1, or the hosts of the pod slice you plan for",
+            where="Emulator",
+        )
+    if topology is not None:
+        layout = hosts.topology_layout(topology, cores, num_replicas)
+        if num_hosts is not None and num_hosts != layout.num_hosts:
+            raise ValueError(
+                f"Emulator: num_hosts={num_hosts} but on {layout.slice_name} "
+                f"{len(layout.pipeline_of_replica)} replica(s) of {cores} core(s) are fed by "
+                f"{layout.num_hosts} host(s). Fix: leave num_hosts out when giving topology "
+                f"(it follows from the slice), or pass num_hosts={layout.num_hosts}."
             )
-        return self._float64[partitioned]
-
-    @property
-    def unpartitioned(self):
-        """The same step compiled with one core per replica (no spatial partitioning)."""
-        if self._unpartitioned is None:
-            self._unpartitioned = Program(
-                self.traced, 1, num_replicas=self._num_replicas,
-                compiler_options=self._compiler_options,
-            )
-        return self._unpartitioned
+        return layout
+    num_replicas = 1 if num_replicas is None else num_replicas
+    num_hosts = 1 if num_hosts is None else num_hosts
+    if num_replicas % num_hosts:
+        raise ValueError(
+            f"Emulator: num_hosts={num_hosts} does not divide num_replicas="
+            f"{num_replicas}; expected every host to feed the same number of replicas, "
+            f"as on a TPU slice. Fix: num_hosts a divisor of {num_replicas}, e.g. "
+            f"num_hosts={max(d for d in range(1, num_hosts + 1) if num_replicas % d == 0)}."
+        )
+    return hosts.even_layout(num_replicas, num_hosts)
 
 
 @contextlib.contextmanager
@@ -111,7 +106,8 @@ class Emulator(tf.distribute.Strategy):
     Args:
       num_cores_per_replica: logical cores each replica's program is split over
         (1, 2, 4, ..., 128), as ``spatial_tf.split`` specs and TPUConfig count them.
-      num_replicas: data-parallel replicas, as on a pod slice. Each replica's step sees
+      num_replicas: data-parallel replicas (default 1; with ``topology``, all the
+        slice holds), as on a pod slice. Each replica's step sees
         its own batch (``global_batch / num_replicas`` from the emulator's datasets),
         ``tf.distribute.get_replica_context()`` is a real replica context whose
         ``all_reduce`` sums across replicas inside the compiled program, and ``run``
@@ -121,44 +117,37 @@ class Emulator(tf.distribute.Strategy):
         ``dataset_fn`` once per host; ``experimental_distribute_dataset`` shards the
         dataset across hosts by its auto-shard policy), and replica ``r`` is fed by host
         ``r // (num_replicas // num_hosts)``. Must divide ``num_replicas``.
+      topology: a slice name such as ``"v4-32"`` (or a ``tf.tpu.experimental.Topology``)
+        to emulate as ``spatial_tf.tpu_strategy`` would build it there: replicas (all
+        the slice holds unless ``num_replicas`` is given), hosts and which host feeds
+        which replica follow from its ``DeviceAssignment``; ``describe`` shows them.
       compiler_options: XLA debug options by name for every compile, e.g.
         ``{"xla_cpu_enable_fast_math": True}``.
+
+    >>> Emulator(2, topology="v4-32")
+    Emulator(num_cores_per_replica=2, num_replicas=8, num_hosts=4, topology='v4-32')
 
     Raises:
       ImportError: jax/jaxlib are missing (``pip install "spatial-tf[emulator]"``).
       RuntimeError: jax already runs with fewer CPU devices than needed.
     """
 
-    def __init__(self, num_cores_per_replica=8, num_replicas=1, *, num_hosts=1,
-                 compiler_options=None):
+    def __init__(self, num_cores_per_replica=8, num_replicas=None, *, num_hosts=None,
+                 topology=None, compiler_options=None):
         self.num_cores_per_replica = check_num_cores_per_replica(num_cores_per_replica)
-        num_replicas = check_int(
-            num_replicas, "num_replicas",
-            "num_replicas=1 for one replica, or the data-parallel replicas of the pod slice "
-            "you plan for", where="Emulator",
-        )
-        num_hosts = check_int(
-            num_hosts, "num_hosts", "num_hosts=1, or the hosts of the pod slice you plan for",
-            where="Emulator",
-        )
-        if num_replicas % num_hosts:
-            raise ValueError(
-                f"Emulator: num_hosts={num_hosts} does not divide num_replicas="
-                f"{num_replicas}; expected every host to feed the same number of replicas, "
-                f"as on a TPU slice. Fix: num_hosts a divisor of {num_replicas}, e.g. "
-                f"num_hosts={max(d for d in range(1, num_hosts + 1) if num_replicas % d == 0)}."
-            )
+        self.host_layout = _host_layout(self.num_cores_per_replica, num_replicas, num_hosts,
+                                        topology)
         if compiler_options is not None and not isinstance(compiler_options, dict):
             raise TypeError(
                 f"Emulator: compiler_options is {type(compiler_options).__name__}; expected "
                 f"a dict of XLA options by name. Fix: e.g. "
                 f"{{'xla_cpu_enable_fast_math': True}}."
             )
-        self.num_replicas = int(num_replicas)
-        self.num_hosts = int(num_hosts)
+        self.num_replicas = len(self.host_layout.pipeline_of_replica)
+        self.num_hosts = self.host_layout.num_hosts
         self.compiler_options = dict(compiler_options or {})
         self.devices = _xla.cpu_devices(self.num_replicas * self.num_cores_per_replica)
-        super().__init__(EmulatorExtended(self, self.num_replicas, self.num_hosts))
+        super().__init__(EmulatorExtended(self, self.host_layout))
         self._steps = collections.OrderedDict()
         self._warned = set()
         # each replica's value of the ON_READ variables (Keras metrics), see on_read.py
@@ -168,7 +157,9 @@ class Emulator(tf.distribute.Strategy):
         return (
             f"Emulator(num_cores_per_replica={self.num_cores_per_replica}, "
             f"num_replicas={self.num_replicas}"
-            + (f", num_hosts={self.num_hosts})" if self.num_hosts > 1 else ")")
+            + (f", num_hosts={self.num_hosts}" if self.num_hosts > 1 else "")
+            + (f", topology={self.host_layout.slice_name!r}"
+               if self.host_layout.device_assignment is not None else "") + ")"
         )
 
     @property
@@ -196,25 +187,38 @@ class Emulator(tf.distribute.Strategy):
     def _run_emulated(self, fn, args, kwargs):
         return runner.run(self, fn, args or (), kwargs)
 
-    def compile(self, fn, args=(), kwargs=None, *, signature=None):
-        """Trace and compile ``fn`` for these (one replica's) arguments; return the step.
+    def lower(self, fn, args=(), kwargs=None, *, signature=None) -> Lowered:
+        """Trace ``fn`` for these (one replica's) arguments into an XLA program; see
+        ``spatial_tf.emulator.compiled``. ``.compile()`` on the result compiles it.
 
-        The result has ``traced``, ``program`` (with ``compile_seconds``) and
-        ``trace_seconds``; ``run`` calls this, so calling it first only moves the
-        compile time out of the first step. Compiled steps are cached per function and
-        argument signature (the cache holds no reference to the function).
+        Lowered steps are cached per function and argument signature (the cache holds
+        no reference to the function; the last 64 are kept), and so are their compiles.
         """
         signature = signature or CallSignature(args, kwargs)
         key = (_FunctionKey(fn), signature.key)
-        step = self._steps.get(key)
-        if step is None:
-            step = _Step(self, fn, signature)
-            self._steps[key] = step
-            self._warn_if_unsplit(fn, step.traced)
+        lowered = self._steps.get(key)
+        if lowered is None:
+            start = time.perf_counter()
+            with _tracing(self):
+                traced = trace(fn, signature=signature,
+                               context=lambda: EmulatedReplicaContext(self))
+            lowered = Lowered(self, traced, time.perf_counter() - start)
+            self._steps[key] = lowered
+            self._warn_if_unsplit(fn, traced)
             while len(self._steps) > MAX_CACHED_STEPS:
                 self._steps.popitem(last=False)
         self._steps.move_to_end(key)
-        return step
+        return lowered
+
+    def compile(self, fn, args=(), kwargs=None, *, signature=None) -> CompiledStep:
+        """``lower(fn, args, kwargs).compile()``: the step partitioned and compiled, not run.
+
+        The result (a ``CompiledStep``) gives memory per core (``memory()``), the
+        collectives with the TensorFlow op behind each (``collectives()``), the
+        partitioned HLO (``hlo_text()``) and ``report()``; ``run`` calls this, so calling
+        it first only moves the compile time out of the first step.
+        """
+        return self.lower(fn, args, kwargs, signature=signature).compile()
 
     def _warn_if_unsplit(self, fn, traced):
         """Warn once per step name when a step for several cores has no annotation at all."""
@@ -240,12 +244,12 @@ class Emulator(tf.distribute.Strategy):
 
     @property
     def compiled_steps(self):
-        """The steps compiled so far, least recently used first (the last 64 are kept).
+        """The steps compiled so far (``CompiledStep`` s), least recently used first.
 
         Each has ``traced`` (``traced.name`` is the step function's), ``program``
-        (``num_partitions``, ``compile_seconds``, ``compiled``) and ``trace_seconds``;
-        ``spatial_tf.emulator.report.build_report(emulator, step)`` gives its ``Report``.
-        This is how to inspect steps a framework handed to ``run`` (orbit, Keras ``fit``).
+        (``num_partitions``, ``compile_seconds``), ``trace_seconds``, ``memory()``,
+        ``collectives()`` and ``report()``. This is how to inspect steps a framework
+        handed to ``run`` (orbit, Keras ``fit``).
 
         >>> import tensorflow as tf
         >>> emulator = Emulator(num_cores_per_replica=2)
@@ -256,7 +260,8 @@ class Emulator(tf.distribute.Strategy):
         >>> [(s.traced.name, s.program.num_partitions) for s in emulator.compiled_steps]
         [('step_fn', 2)]
         """
-        return tuple(self._steps.values())
+        return tuple(lowered.compile() for lowered in self._steps.values()
+                     if lowered.is_compiled)
 
     # ------------------------------------------------------------ results
 
@@ -319,9 +324,7 @@ class Emulator(tf.distribute.Strategy):
         ``gather_threshold_bytes`` per core get a warning (default: an eighth of the
         smallest per-core piece of a split argument).
         """
-        from spatial_tf.emulator.report import build_report
-
-        return build_report(self, self.compile(fn, args, kwargs), gather_threshold_bytes)
+        return self.compile(fn, args, kwargs).report(gather_threshold_bytes)
 
     def compare(self, fn, args=(), kwargs=None, *, reference="unpartitioned",
                 tolerances=None, raise_on_mismatch=False):

@@ -1,26 +1,20 @@
 """Compile one candidate spec of a step on the emulator and read what the planner ranks.
 
-Only the partitioned program is compiled (``Emulator.report`` also compiles the
-unpartitioned one). Tracing runs one at a time (TensorFlow and Keras tracing share
-state); XLA compiles run in parallel across threads.
+It goes through the emulator's public path, ``emulator.lower(fn, ...).compile()``, as
+``run`` and ``report`` do. Only the partitioned program is compiled (``Emulator.report``
+also compiles the unpartitioned one). Tracing runs one at a time (TensorFlow and Keras
+tracing share state); XLA compiles run in parallel across threads.
 """
 import dataclasses
 import threading
 import time
 from typing import Optional
 
-from spatial_tf import context, logs
-from spatial_tf.emulator.executable import Program
-from spatial_tf.emulator.hlo_text import collectives
-from spatial_tf.emulator.replica import EmulatedReplicaContext, tracing_program
-from spatial_tf.emulator.trace import trace
 from spatial_tf.planning import tpu_memory
 
 __all__ = ["Measured", "compile_candidate"]
 
 _TRACE_LOCK = threading.Lock()
-_MEMORY = ("argument", "output", "alias", "temp")
-GATHER_KINDS = ("all-gather", "all-to-all")
 
 
 @dataclasses.dataclass
@@ -38,27 +32,19 @@ class Measured:
 
 def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
                       gather_threshold: Optional[int] = None) -> Measured:
-    """Trace ``fn`` for ``signature`` (a ``CallSignature``) and compile it for the
-    emulator's cores; raise what tracing or XLA raise."""
+    """Lower ``fn`` for ``signature`` (a ``CallSignature``) on ``emulator`` and compile it
+    (``emulator.lower(...).compile()``); raise what tracing or XLA raise."""
     start = time.perf_counter()
     with _TRACE_LOCK:
-        with context.logical_device_scope(emulator), emulator.scope(), tracing_program(), \
-                logs.quiet():
-            traced = trace(fn, signature=signature,
-                           context=lambda: EmulatedReplicaContext(emulator))
-    program = Program(traced, emulator.num_cores_per_replica,
-                      compiler_options=emulator.compiler_options)
-    compiled = program.compiled
-    stats = compiled.memory_stats()
-    cpu = {k: int(stats[k]) for k in _MEMORY}
-    cpu["peak"] = cpu["argument"] + cpu["output"] - cpu["alias"] + cpu["temp"]
-    text = compiled.hlo_text()
+        lowered = emulator.lower(fn, signature=signature)
+    step = lowered.compile()
+    cpu = step.memory()
+    text = step.hlo_text()
     tpu = dataclasses.asdict(tpu_memory.estimate(text, cpu, bf16=bf16))
-    found = collectives(text)
+    found = step.collectives()
     halo = sum(c.bytes for c in found if c.kind == "collective-permute")
-    gathers = [c for c in found if c.kind in GATHER_KINDS]
-    threshold = gather_threshold or 0
-    ops = sorted({c.op_name or "(unnamed op)" for c in gathers if c.bytes >= threshold})
+    gathers = step.gathers()
+    ops = sorted({c.op_name or "(unnamed op)" for c in step.gathers(gather_threshold or 0)})
     reduce = sum(c.bytes for c in found if c.kind in ("all-reduce", "reduce-scatter"))
     return Measured(cpu, tpu, halo, sum(c.bytes for c in gathers), ops, reduce,
                     time.perf_counter() - start)

@@ -102,21 +102,42 @@ def _columns(inputs, spec, num_cores):
 
 def _describe_emulator(emulator, columns):
     cores = emulator.num_cores_per_replica
-    hosts = emulator.num_hosts
-    per_host = emulator.num_replicas // hosts  # replicas fed by each host's input pipeline
+    layout = emulator.host_layout
+    tasks = layout.core_tasks  # from a topology: the TPU host of each logical core
     rows = []
-    for replica in range(emulator.num_replicas):
+    for replica, host in enumerate(layout.pipeline_of_replica):
         for core in range(cores):
             device = emulator.devices[replica * cores + core]
             name = f"CPU:{getattr(device, 'id', replica * cores + core)}"
-            rows.append([replica, replica // per_host, core, name]
+            where = [tasks[replica][core]] if tasks else []
+            rows.append([replica, host, core] + where + [name]
                         + [cells[core] for _, cells in columns])
+    headers = _EMULATOR_HEADERS[:3] + (["task"] if tasks else []) + _EMULATOR_HEADERS[3:]
+    return format_table(headers + [path for path, _ in columns], rows,
+                        title=_emulator_title(emulator))
+
+
+def _emulator_title(emulator):
+    layout, cores = emulator.host_layout, emulator.num_cores_per_replica
+    hosts = layout.num_hosts
+    fed = sorted(set(layout.replicas_per_pipeline))
     title = (
         f"{emulator.num_replicas} replica(s) x {cores} logical core(s) on the CPU "
         f"emulator ({len(emulator.devices)} virtual CPU devices"
-        + (f", {hosts} hosts with {per_host} replica(s) each)" if hosts > 1 else ")")
+        + (f", {hosts} hosts with {' or '.join(map(str, fed))} replica(s) each"
+           if hosts > 1 else "") + ")"
     )
-    return format_table(_EMULATOR_HEADERS + [path for path, _ in columns], rows, title=title)
+    if layout.device_assignment is None:
+        return title
+    tasks = ", ".join(map(str, layout.pipeline_tasks))
+    title += (f" as on {layout.slice_name}\nhost: the input pipeline feeding the replica, "
+              f"run by task {tasks} for host 0 to {hosts - 1}; task: the TPU host of the core")
+    across = layout.fed_across_hosts()
+    if across:
+        title += (f"\nreplicas {', '.join(map(str, across))} are fed by another task than "
+                  f"their own: TPUStrategy hands replica i the i-th batch of the hosts' "
+                  f"pipelines in order, so on a TPU their batches cross hosts every step")
+    return title
 
 
 def _where(topology):

@@ -112,7 +112,7 @@ def test_the_step_cache_is_bounded(emulators, monkeypatch):
         emulator.run(f, args=(tf.ones([2]),))
     assert len(emulator._steps) == 3
     step = emulator.compile(keep[-1], args=(tf.ones([2]),))  # still cached: no new entry
-    assert len(emulator._steps) == 3 and step is list(emulator._steps.values())[-1]
+    assert len(emulator._steps) == 3 and step is list(emulator._steps.values())[-1].compile()
 
 
 def test_bound_methods_share_one_compiled_step(emulators):

@@ -116,3 +116,68 @@ def test_hosts_whose_datasets_differ_are_refused_before_any_step(pod):
 def test_hosts_that_cannot_share_the_replicas_are_refused(replicas, hosts, message):
     with pytest.raises(ValueError, match=message):
         spatial_tf.Emulator(1, num_replicas=replicas, num_hosts=hosts)
+
+
+# ---------------------------------------------------------------- from a slice name
+# v4-32: 16 chips (2x2x4, one TensorFlow device each), 4 hosts of 2x2x1 chips (z = task).
+# Two cores per replica: TensorFlow's DeviceAssignment.build walks the z ring of the torus,
+# so replicas 0..7 sit on tasks 0, 0, 1, 2, 3, 3, 2, 1 (the TPU describe table shows it).
+
+
+@pytest.fixture(scope="module")
+def v4_32():
+    return spatial_tf.Emulator(2, topology="v4-32")
+
+
+def test_a_slice_name_gives_its_replicas_hosts_and_the_host_of_each_core(v4_32):
+    assert (v4_32.num_replicas, v4_32.num_hosts, v4_32.num_cores_per_replica) == (8, 4, 2)
+    assert repr(v4_32) == ("Emulator(num_cores_per_replica=2, num_replicas=8, num_hosts=4, "
+                           "topology='v4-32')")
+    layout = v4_32.host_layout
+    assert layout.replica_tasks == (0, 0, 1, 2, 3, 3, 2, 1)
+    assert layout.pipeline_tasks == (0, 1, 2, 3)   # hosts in order of their first replica
+    # TPUStrategy hands replica i the i-th batch of the hosts' pipelines, in host order
+    assert layout.pipeline_of_replica == (0, 0, 1, 1, 2, 2, 3, 3)
+    assert layout.fed_across_hosts() == (3, 4, 5, 6, 7)
+    table = spatial_tf.describe(v4_32)
+    assert "4 hosts with 2 replica(s) each) as on v4-32" in table
+    assert "replicas 3, 4, 5, 6, 7 are fed by another task than their own" in table
+    rows = [r for r in map(str.split, table.splitlines()) if len(r) == 5 and r[0].isdigit()]
+    assert [(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows[4:8]] == [
+        (2, 1, 0, 1), (2, 1, 1, 1), (3, 1, 0, 2), (3, 1, 1, 2)]
+
+
+def test_a_slice_name_feeds_every_host_its_own_pipeline(v4_32):
+    contexts = []
+
+    def dataset_fn(context):
+        contexts.append((context.input_pipeline_id, context.num_input_pipelines))
+        return tf.data.Dataset.range(64).shard(4, context.input_pipeline_id).batch(1)
+
+    batches = _batches(v4_32, v4_32.distribute_datasets_from_function(dataset_fn), steps=1)
+    assert contexts == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    # host h reads h, h + 4, ...; its two replicas take its first two batches
+    assert batches == [[[0], [4], [1], [5], [2], [6], [3], [7]]]
+
+
+def test_fewer_replicas_than_the_slice_holds_and_other_slices():
+    assert spatial_tf.Emulator(2, num_replicas=2, topology="v4-32").num_hosts == 1
+    one_per_host = spatial_tf.Emulator(8, topology="v3-32")
+    assert one_per_host.host_layout.pipeline_tasks == (0, 1, 3, 2)
+    assert one_per_host.host_layout.fed_across_hosts() == ()
+    assert "are fed by another task" not in spatial_tf.describe(one_per_host)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(topology="v9-32"), ValueError,
+     r"unknown slice 'v9-32'\. Known slices: v2-8, .*Fix: use one of these names"),
+    (dict(topology="v4-32", num_hosts=2), ValueError,
+     r"Emulator: num_hosts=2 but on v4-32 8 replica\(s\) of 2 core\(s\) are fed by 4 "
+     r"host\(s\)\. Fix: leave num_hosts out"),
+    (dict(topology=32), TypeError,
+     r"Emulator: topology is 32 \(int\); expected a slice name such as 'v4-32'"),
+    (dict(topology="v4-32", num_replicas=9), ValueError, r"9"),
+])
+def test_topologies_the_emulator_cannot_take_are_refused(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        spatial_tf.Emulator(2, **kwargs)
