@@ -11,7 +11,7 @@ the first ``Emulator``; ``configure`` sets how many virtual devices jax starts w
 >>> float(emulator.run(step, args=(tf.ones([4, 8]),)))
 32.0
 """
-from spatial_tf.emulator._xla import configure
+from spatial_tf.emulator._xla import DEFAULT_CPU_DEVICES, DEVICES_ENV, configure
 from spatial_tf.emulator.errors import CompileError
 from spatial_tf.emulator.strategy import Emulator
 from spatial_tf.emulator import parity, report  # noqa: E402,F401  (spatial_tf.emulator.parity)

@@ -99,12 +99,13 @@ def _check_version(version):
 # ---------------------------------------------------------------- devices
 
 
-def configure(num_devices):
+def configure(num_devices, *, only_if_unset=False):
     """Make jax's CPU backend start with ``num_devices`` virtual devices.
 
     Call before the first emulator (or any jax computation) in the process; afterwards
     the device count is fixed. Also settable with the environment variable
-    ``SPATIAL_TF_CPU_DEVICES``.
+    ``SPATIAL_TF_CPU_DEVICES``. With ``only_if_unset``, nothing happens (and nothing is
+    checked) when jax already started or its device count was set by someone else.
 
     Raises:
       ValueError: ``num_devices`` is not a positive int.
@@ -113,7 +114,10 @@ def configure(num_devices):
     num_devices = check_int(num_devices, "num_devices", "configure(64)", where="configure")
     j = _load()
     with _lock:
-        if j.xla_bridge.backends_are_initialized():
+        started = j.xla_bridge.backends_are_initialized()
+        if only_if_unset and (started or j.jax.config.jax_num_cpu_devices >= 0):
+            return
+        if started:
             _check_enough(j, int(num_devices))
             return
         j.jax.config.update("jax_num_cpu_devices", int(num_devices))

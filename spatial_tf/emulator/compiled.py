@@ -5,8 +5,9 @@ step for the given arguments into an XLA program (``Lowered``: its ``hlo_text`` 
 partitioning); ``compile()`` partitions and compiles it for the emulator's cores
 (``CompiledStep``: memory per core, collectives by kind with the TensorFlow op behind
 each, the partitioned HLO text, ``report()``). ``run``, ``report``, ``compare`` and the
-planner all go through these two, so the memory formula and the gather kinds live here,
-and a step compiled once is not compiled again (``Emulator.compiled_steps``).
+planner all go through these two, so there is one memory formula (``Program.memory``),
+one list of gather kinds (``hlo_text.GATHER_KINDS``), and a step compiled once is not
+compiled again (``Emulator.compiled_steps``).
 
 >>> import tensorflow as tf
 >>> import spatial_tf
@@ -29,23 +30,9 @@ import threading
 from typing import List, Optional
 
 from spatial_tf.emulator.executable import Program
-from spatial_tf.emulator.hlo_text import Collective, collectives
+from spatial_tf.emulator.hlo_text import GATHER_KINDS, Collective, collectives
 
-__all__ = ["Lowered", "CompiledStep", "GATHER_KINDS", "MEMORY_KINDS", "memory_of"]
-
-# collectives that put split pieces back together: where a split does not survive
-GATHER_KINDS = ("all-gather", "all-to-all")
-MEMORY_KINDS = ("argument", "output", "alias", "temp")
-
-
-def memory_of(compiled) -> dict:
-    """Per-core bytes of an ``_xla.Compiled``: argument, output, alias (outputs written in
-    place of arguments), temp, and peak = argument + output - alias + temp."""
-    stats = compiled.memory_stats()
-    out = {k: int(stats[k]) for k in MEMORY_KINDS}
-    out["peak"] = out["argument"] + out["output"] - out["alias"] + out["temp"]
-    return out
-
+__all__ = ["Lowered", "CompiledStep"]
 
 class Lowered:
     """One replica's step traced for one call signature, not yet compiled.
@@ -107,8 +94,8 @@ class CompiledStep:
 
     def memory(self, partitioned: bool = True) -> dict:
         """Bytes per core (``partitioned=False``: on the one device of the unpartitioned
-        program) by kind, and ``peak``; see ``memory_of``."""
-        return memory_of((self.program if partitioned else self.unpartitioned).compiled)
+        program) by kind, and ``peak``; see ``Program.memory``."""
+        return (self.program if partitioned else self.unpartitioned).memory()
 
     def hlo_text(self) -> str:
         """The partitioned, optimized program as XLA prints it."""

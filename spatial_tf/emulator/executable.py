@@ -23,7 +23,10 @@ from spatial_tf import logs
 from spatial_tf.emulator import _xla, precision, replicas
 from spatial_tf.emulator.errors import CompileError
 
-__all__ = ["Program", "compile_error"]
+__all__ = ["Program", "compile_error", "MEMORY_KINDS"]
+
+
+MEMORY_KINDS = ("argument", "output", "alias", "temp")
 
 
 class Program:
@@ -63,6 +66,14 @@ class Program:
                 raise  # not a rejected program (XLA internal, out of memory, devices): as is
             raise error from e
         self.compile_seconds = time.perf_counter() - start
+
+    def memory(self):
+        """Per-core bytes: argument, output, alias (outputs written in place of
+        arguments), temp, and peak = argument + output - alias + temp."""
+        stats = self.compiled.memory_stats()
+        out = {k: int(stats[k]) for k in MEMORY_KINDS}
+        out["peak"] = out["argument"] + out["output"] - out["alias"] + out["temp"]
+        return out
 
     def execute(self, arg_values, capture_values):
         """Run one replica's program once; return ``(outputs, updates)`` as lists of

@@ -10,7 +10,8 @@
 import dataclasses
 import re
 
-__all__ = ["Collective", "collectives", "shape_bytes", "dims", "tuple_elements", "KINDS"]
+__all__ = ["Collective", "collectives", "shape_bytes", "dims", "tuple_elements", "KINDS",
+           "GATHER_KINDS"]
 
 # kind -> what it means in a spatially partitioned program
 KINDS = {
@@ -20,6 +21,9 @@ KINDS = {
     "all-reduce": "sums across cores (gradients, batch statistics, losses)",
     "reduce-scatter": "sums across cores, result left split",
 }
+
+# the kinds that put split pieces back together: where a split does not survive
+GATHER_KINDS = ("all-gather", "all-to-all")
 
 _BYTES = {
     "pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,

@@ -13,8 +13,8 @@ import dataclasses
 
 from spatial_tf import logs
 from spatial_tf.emulator import op_source, remedies
-from spatial_tf.emulator.compiled import GATHER_KINDS, MEMORY_KINDS
-from spatial_tf.emulator.hlo_text import KINDS, collectives, dims
+from spatial_tf.emulator.executable import MEMORY_KINDS
+from spatial_tf.emulator.hlo_text import GATHER_KINDS, KINDS, dims
 from spatial_tf.table import format_bytes, format_table
 
 __all__ = ["Report", "build_report", "display_name", "GATHER_KINDS"]

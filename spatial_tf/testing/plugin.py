@@ -116,22 +116,20 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def _configure_devices(config, needed):
-    from spatial_tf.emulator import _xla
+    from spatial_tf.emulator import DEFAULT_CPU_DEVICES, DEVICES_ENV, configure
 
-    raw = config.getini(_INI) or os.environ.get(_xla.DEVICES_ENV)
-    count = max(needed, _xla.DEFAULT_CPU_DEVICES)
+    raw = config.getini(_INI) or os.environ.get(DEVICES_ENV)
+    count = max(needed, DEFAULT_CPU_DEVICES)
     if raw:
         try:
             count = max(needed, int(raw))
         except ValueError:
             raise pytest.UsageError(
-                f"{_INI} / {_xla.DEVICES_ENV} is {raw!r}; expected a positive int. Fix: "
+                f"{_INI} / {DEVICES_ENV} is {raw!r}; expected a positive int. Fix: "
                 f"e.g. {_INI} = 256."
             ) from None
-    j = _xla._load()
-    if j.xla_bridge.backends_are_initialized() or j.jax.config.jax_num_cpu_devices >= 0:
-        return  # started or configured by someone else: the fixture says if too few
-    _xla.configure(count)
+    # started or configured by someone else: then the fixture says if there are too few
+    configure(count, only_if_unset=True)
 
 
 @pytest.fixture
