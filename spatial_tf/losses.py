@@ -30,8 +30,9 @@ Conventions shared by every function here:
 """
 import numbers
 
-import numpy as np
 import tensorflow as tf
+
+from spatial_tf.label_inputs import class_scores, mask_like, sparse_labels
 
 __all__ = [
     "sparse_categorical_crossentropy", "categorical_crossentropy", "dice_loss", "log_softmax",
@@ -62,8 +63,8 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, *, mask=N
     >>> round(float(sparse_categorical_crossentropy(tf.constant([0, 1]), probs)), 4)
     0.1643
     """
-    y_pred, num_classes = _scores(y_pred, "sparse_categorical_crossentropy")
-    y_true = _sparse_labels(y_true, y_pred.shape[:-1], num_classes, "sparse_categorical_crossentropy")
+    y_pred, num_classes = class_scores(y_pred, "sparse_categorical_crossentropy")
+    y_true = sparse_labels(y_true, y_pred.shape[:-1], num_classes, "sparse_categorical_crossentropy")
     one_hot = tf.one_hot(y_true, num_classes, dtype=y_pred.dtype)
     return _cross_entropy(one_hot, y_pred, from_logits, mask, class_weights, num_classes,
                           "sparse_categorical_crossentropy")
@@ -85,7 +86,7 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, *, mask=None,
     0.1643
     """
     name = "categorical_crossentropy"
-    y_pred, num_classes = _scores(y_pred, name)
+    y_pred, num_classes = class_scores(y_pred, name)
     y_true = tf.convert_to_tensor(y_true)
     if not (y_true.dtype.is_floating or y_true.dtype.is_integer):
         raise TypeError(f"{name}: y_true has dtype {y_true.dtype.name}; expected one-hot numbers.")
@@ -120,12 +121,12 @@ def dice_loss(y_true, y_pred, from_logits=False, *, mask=None, smooth=1e-5) -> t
     0.0
     """
     name = "dice_loss"
-    y_pred, num_classes = _scores(y_pred, name)
+    y_pred, num_classes = class_scores(y_pred, name)
     _check_number(smooth, "smooth", name)
     _check_bool(from_logits, name)
     y_true = tf.convert_to_tensor(y_true)
     if y_true.dtype.is_integer:
-        one_hot = tf.one_hot(_sparse_labels(y_true, y_pred.shape[:-1], num_classes, name), num_classes,
+        one_hot = tf.one_hot(sparse_labels(y_true, y_pred.shape[:-1], num_classes, name), num_classes,
                              dtype=y_pred.dtype)
     elif y_true.dtype.is_floating:
         if not y_true.shape.is_compatible_with(y_pred.shape):
@@ -139,7 +140,7 @@ def dice_loss(y_true, y_pred, from_logits=False, *, mask=None, smooth=1e-5) -> t
         raise TypeError(f"{name}: y_true has dtype {y_true.dtype.name}; expected integer "
                         f"class indices or floating one-hot labels.")
     probs = tf.nn.softmax(y_pred, axis=-1) if from_logits else y_pred
-    valid = _mask(mask, y_pred.shape[:-1], y_pred.dtype, name)
+    valid = mask_like(mask, y_pred.shape[:-1], y_pred.dtype, name)
     if valid is not None:
         valid = valid[..., tf.newaxis]
         probs, one_hot = probs * valid, one_hot * valid
@@ -181,7 +182,7 @@ def _cross_entropy(one_hot, y_pred, from_logits, mask, class_weights, num_classe
     if class_weights is not None:
         weighted = one_hot * _class_weights(class_weights, num_classes, y_pred.dtype, name)
     per_voxel = -tf.reduce_sum(weighted * log_probs, axis=-1)
-    valid = _mask(mask, y_pred.shape[:-1], y_pred.dtype, name)
+    valid = mask_like(mask, y_pred.shape[:-1], y_pred.dtype, name)
     if valid is None:
         count = tf.cast(tf.size(per_voxel), y_pred.dtype)
         return tf.reduce_sum(per_voxel) / count
@@ -197,77 +198,6 @@ def log_softmax(logits: tf.Tensor) -> tf.Tensor:
     """
     shifted = logits - tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
     return shifted - tf.math.log(tf.reduce_sum(tf.exp(shifted), axis=-1, keepdims=True))
-
-
-def _scores(y_pred, name):
-    y_pred = tf.convert_to_tensor(y_pred)
-    if not y_pred.dtype.is_floating:
-        raise TypeError(
-            f"{name}: y_pred has dtype {y_pred.dtype.name}; expected floating class scores "
-            f"(probabilities or logits) with the classes on the last axis."
-        )
-    if y_pred.shape.rank is None or y_pred.shape.rank < 1 or y_pred.shape[-1] is None:
-        raise ValueError(
-            f"{name}: y_pred has shape {y_pred.shape}; expected a known rank and a static "
-            f"number of classes on the last axis, e.g. (batch, depth, height, width, classes)."
-        )
-    if y_pred.dtype in (tf.bfloat16, tf.float16):
-        y_pred = tf.cast(y_pred, tf.float32)
-    return y_pred, int(y_pred.shape[-1])
-
-
-def _sparse_labels(y_true, spatial, num_classes, name):
-    """Integer labels checked against ``spatial`` (y_pred's shape without classes)."""
-    y_true = tf.convert_to_tensor(y_true)
-    if y_true.dtype.is_floating:
-        # Keras' compile() hands a loss function its labels as floats: whole numbers are
-        # class indices (as for Keras' own sparse cross-entropy), anything else is refused
-        if tf.executing_eagerly() and not np.all(np.mod(y_true.numpy(), 1) == 0):
-            raise TypeError(
-                f"{name}: y_true has dtype {y_true.dtype.name} and values that are not whole "
-                f"numbers; expected integer class indices. Fix: pass class indices, or use "
-                f"categorical_crossentropy for one-hot or soft labels."
-            )
-        y_true = tf.cast(y_true, tf.int32)
-    if not y_true.dtype.is_integer:
-        raise TypeError(
-            f"{name}: y_true has dtype {y_true.dtype.name}; expected integer class indices. "
-            f"Fix: cast the labels (tf.cast(labels, tf.int32)), or use "
-            f"categorical_crossentropy for one-hot labels."
-        )
-    if y_true.shape.rank == spatial.rank + 1 and y_true.shape[-1] == 1:
-        y_true = y_true[..., 0]  # drops a trailing size-1 axis: no data moves
-    if not y_true.shape.is_compatible_with(spatial):
-        raise ValueError(
-            f"{name}: y_true has shape {y_true.shape}; expected y_pred's shape without the "
-            f"class axis, {spatial} (a trailing axis of size 1 is accepted)."
-        )
-    if tf.executing_eagerly():
-        values = y_true.numpy()
-        low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
-        bad = low if low < 0 else high if high >= num_classes else None
-        if bad is not None:
-            raise ValueError(
-                f"{name}: y_true holds class {bad}; expected classes in [0, {num_classes}) "
-                f"for y_pred's {num_classes} classes. Fix: remap the labels or build the "
-                f"model with num_classes={max(high + 1, num_classes)}."
-            )
-    return y_true
-
-
-def _mask(mask, spatial, dtype, name):
-    """``mask`` as ``dtype``, checked against ``spatial`` (y_pred's shape without classes)."""
-    if mask is None:
-        return None
-    mask = tf.convert_to_tensor(mask)
-    if mask.shape.rank == spatial.rank + 1 and mask.shape[-1] == 1:
-        mask = mask[..., 0]
-    if not mask.shape.is_compatible_with(spatial):
-        raise ValueError(
-            f"{name}: mask has shape {mask.shape}; expected y_pred's shape without the class "
-            f"axis, {spatial} (a trailing axis of size 1 is accepted)."
-        )
-    return tf.cast(mask, dtype)
 
 
 def _class_weights(class_weights, num_classes, dtype, name):

@@ -13,7 +13,7 @@ under a spatial split it costs an all-reduce of per-class counts.
 """
 import tensorflow as tf
 
-from spatial_tf import losses
+from spatial_tf.label_inputs import class_scores, mask_like, sparse_labels
 
 __all__ = ["dice_score"]
 
@@ -41,7 +41,7 @@ def dice_score(y_true, y_pred, num_classes: int = None, *, mask=None):
     name = "dice_score"
     y_pred = tf.convert_to_tensor(y_pred)
     if y_pred.dtype.is_floating:
-        scores, count = losses._scores(y_pred, name)
+        scores, count = class_scores(y_pred, name)
         if num_classes is not None and num_classes != count:
             raise ValueError(
                 f"{name}: num_classes is {num_classes} but y_pred has {count} classes on its "
@@ -49,21 +49,21 @@ def dice_score(y_true, y_pred, num_classes: int = None, *, mask=None):
             )
         num_classes = count
         predicted = _one_hot_argmax(scores)
-        labels = losses._sparse_labels(y_true, scores.shape[:-1], num_classes, name)
+        labels = sparse_labels(y_true, scores.shape[:-1], num_classes, name)
     elif y_pred.dtype.is_integer:
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(
                 f"{name}: num_classes is {num_classes!r}; with class indices as y_pred it must "
                 f"be a positive int. Fix: pass num_classes=<classes of the model>."
             )
-        labels = losses._sparse_labels(y_true, y_pred.shape, num_classes, name)
-        y_pred = losses._sparse_labels(y_pred, labels.shape, num_classes, name)
+        labels = sparse_labels(y_true, y_pred.shape, num_classes, name)
+        y_pred = sparse_labels(y_pred, labels.shape, num_classes, name)
         predicted = tf.one_hot(y_pred, num_classes, dtype=tf.float32)
     else:
         raise TypeError(f"{name}: y_pred has dtype {y_pred.dtype.name}; expected class scores "
                         f"or integer class indices.")
     truth = tf.one_hot(labels, num_classes, dtype=tf.float32)
-    valid = losses._mask(mask, labels.shape, tf.float32, name)
+    valid = mask_like(mask, labels.shape, tf.float32, name)
     if valid is not None:
         valid = valid[..., tf.newaxis]
         truth, predicted = truth * valid, predicted * valid
