@@ -3,14 +3,18 @@ volumes, or COCO mAP of a trained detector on held-out images.
 
 Rebuilds the model recorded in ``MODEL_DIR/model.json``, restores its last checkpoint
 (written on any core count) and runs it split over ``--cores`` (TPU if present, else the
-emulator; 1: unpartitioned) on ``--data`` or on held-out synthetic volumes.
+emulator; 1: unpartitioned) on ``--data`` or on held-out synthetic volumes. Volumes of
+any size: intensities are scaled for the recorded ``--modality``, then every volume is
+zero-padded at the end of each axis to the largest one's size rounded up to what the
+split and the poolings accept; the padding is masked out of Dice, which is the Dice of
+the unpadded volume. Dice per class is the mean over volumes of each volume's Dice.
 """
 import argparse
 import os
 import sys
 from typing import Callable
 
-from spatial_tf.commands.options import positive_int, power_of_two
+from spatial_tf.commands.options import add_modality_option, positive_int, power_of_two
 from spatial_tf.commands.shared import load, restore  # noqa: F401 (kept importable from here)
 
 __all__ = ["add_parser", "run", "restore", "load", "run_for_model"]
@@ -31,6 +35,7 @@ def add_parser(subparsers):
                    help="synthetic held-out volumes or images (default 4)")
     p.add_argument("--cores", type=power_of_two, default=1, metavar="N",
                    help="cores per replica to evaluate on (default 1: unpartitioned)")
+    add_modality_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -47,12 +52,33 @@ def run_for_model(prog: str, args: argparse.Namespace, unet3d: Callable[..., int
     """
     from spatial_tf.commands.options import fail
 
+    from spatial_tf.commands.volumes import RECORD_DEFAULTS
+
     try:
         record, latest = load(prog, args.model_dir)
+        if record.get("model") == "retinanet":
+            if getattr(args, "modality", None) is not None:
+                raise ValueError(f"argument --modality: not allowed with {args.model_dir}, a "
+                                 f"retinanet model dir; expected it only with unet3d. Fix: "
+                                 f"leave --modality out")
+            return retinanet(args, record, latest)
+        record = {**RECORD_DEFAULTS, **record}
+        _check_modality(args, record)
     except (ValueError, OSError) as e:
         return fail(prog, str(e))
-    command = retinanet if record.get("model") == "retinanet" else unet3d
-    return command(args, record, latest)
+    return unet3d(args, record, latest)
+
+
+def _check_modality(args, record):
+    """``--modality``, when given, must be the recorded one (ValueError otherwise)."""
+    from spatial_tf.commands.volumes import MODEL_FILE
+
+    given = getattr(args, "modality", None)
+    if given is not None and given != record["modality"]:
+        raise ValueError(f"argument --modality: {given} is not the modality {args.model_dir} "
+                         f"was trained with; expected {record['modality']}, recorded in "
+                         f"{os.path.join(args.model_dir, MODEL_FILE)}. Fix: leave --modality "
+                         f"out, or train a model with --modality {given}")
 
 
 def run(args):
@@ -64,36 +90,50 @@ def run(args):
 
 
 def _run_unet3d(args, record, latest):
-    from spatial_tf.commands import volumes
+    from spatial_tf.commands import sizing, volumes
     from spatial_tf.commands.options import fail
+    from spatial_tf.commands.shared import default_spec
 
-    prog = PROG
+    grid = default_spec(args.cores)
+    try:
+        sizes = [tuple(record["shape"])] if args.data is None else \
+            sizing.volume_sizes(args.data, record["classes"])
+        shape = sizing.eval_shape(sizes, grid, record["depth"])
+        ds = volumes.padded_examples(
+            volumes.source(args.data, record["shape"], record["classes"],
+                           seed=volumes.HELD_OUT_SEED, num_volumes=args.volumes),
+            shape, record["modality"])
+    except (ValueError, OSError, ImportError) as e:
+        return fail(PROG, str(e))
+    import numpy as np
+
+    step, per_volume, strategy = _dice(args, record, latest, ds, shape, grid)
+    per_class = np.nanmean(per_volume, axis=0)
+    print(f"{os.path.basename(latest)} (step {step}) on {len(per_volume)} held-out volumes, "
+          f"{sizing.describe(sizes, shape)}, {strategy.__class__.__name__}:")
+    print("class  Dice")
+    for k, v in enumerate(per_class):
+        print(f"{k:5d}  {v:.4f}")
+    print(f" mean  {np.nanmean(per_class):.4f}")
+    return 0
+
+
+def _dice(args, record, latest, ds, shape, grid):
+    """``(step, per_volume, strategy)``: each volume's Dice per class, the padding masked."""
     import numpy as np
     import tensorflow as tf
 
     import spatial_tf
     from spatial_tf import data, train
+    from spatial_tf.commands import volumes
 
-    try:
-        shape = tuple(record["shape"])
-        ds = volumes.dataset(args.data, shape[0], record["classes"], seed=volumes.HELD_OUT_SEED,
-                             num_volumes=args.volumes)
-        if tuple(ds.element_spec[1].shape.as_list()) != shape:
-            raise ValueError(f"argument --data: {args.data} has volumes of shape "
-                             f"{tuple(ds.element_spec[1].shape.as_list())}; expected {shape}, the "
-                             f"trained model's. Fix: resample or pad the volumes")
-    except (ValueError, OSError, ImportError) as e:
-        return fail(prog, str(e))
     if args.cores > 1:
-        from spatial_tf.commands.shared import default_spec
-
         strategy = spatial_tf.auto(num_cores_per_replica=args.cores)
-        grid = default_spec(args.cores)
-        spec = [grid, grid[:4]]
+        spec = [grid, grid[:4], grid[:4]]
     else:
         strategy, spec = tf.distribute.get_strategy(), None
     with strategy.scope():
-        model = volumes.build_model(record)
+        model = volumes.build_model(record, shape)
     step = restore(model, latest)
     step_fn = train.make_eval_step(model, spec)
     dist = data.distribute(strategy, lambda context: ds, strategy.num_replicas_in_sync, spec=spec)
@@ -106,14 +146,7 @@ def _run_unet3d(args, record, latest):
     for batch in dist:
         out = evaluate(batch)
         scores += [np.asarray(v) for v in strategy.experimental_local_results(out)]
-    per_class = np.nanmean(np.stack(scores), axis=0)
-    print(f"{os.path.basename(latest)} (step {step}) on {len(scores)} held-out volumes, "
-          f"{'x'.join(map(str, shape))}, {strategy.__class__.__name__}:")
-    print("class  Dice")
-    for k, v in enumerate(per_class):
-        print(f"{k:5d}  {v:.4f}")
-    print(f" mean  {np.nanmean(per_class):.4f}")
-    return 0
+    return step, np.stack(scores), strategy
 
 
 if __name__ == "__main__":  # pragma: no cover

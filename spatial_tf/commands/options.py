@@ -16,15 +16,21 @@ import sys
 
 from spatial_tf.checks import CORE_COUNTS  # kept importable from here
 
-__all__ = ["Parser", "positive_int", "power_of_two", "int_list", "CORE_COUNTS",
-           "add_unet_options", "check_batch", "DTYPE_POLICIES", "UNET_PRESETS",
-           "resolve_unet_preset"]
+__all__ = ["Parser", "positive_int", "power_of_two", "int_list", "momentum", "CORE_COUNTS",
+           "add_unet_options", "add_modality_option", "check_batch", "DTYPE_POLICIES",
+           "UNET_PRESETS", "MODALITIES", "DEFAULT_BN_MOMENTUM", "resolve_unet_preset"]
 
 # the unet3d training command's --dtype-policy choices (Keras dtype policy names)
 DTYPE_POLICIES = ("float32", "mixed_bfloat16")
 # --preset NAME -> its --depth and --filters (spatial_tf.models.unet3d_presets' table, kept
 # here so that parsing imports no Keras; None: spatial_tf's own U-Net)
 UNET_PRESETS = {None: (3, 8), "model_garden": (4, 32)}
+# --modality choices: spatial_tf.data.MODALITIES' keys (kept here: parsing imports no
+# TensorFlow)
+MODALITIES = ("ct", "mr", "other")
+# --bn-momentum of a new model dir: batch norm's moving statistics follow a run of a few
+# hundred steps (Keras' 0.99 lags so far behind that evaluation disagrees with training)
+DEFAULT_BN_MOMENTUM = 0.9
 
 class Parser(argparse.ArgumentParser):
     """``ArgumentParser`` whose errors are one line on stderr (exit status 2)."""
@@ -68,9 +74,28 @@ def power_of_two(text):
 power_of_two.__name__ = "int"
 
 
-def int_list(length):
+def momentum(text: str) -> float:
+    """A batch-norm momentum: a number from 0 to 1, 1 excluded.
+
+    >>> momentum("0.9")
+    0.9
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected a number from 0 "
+                                         f"to 1, 1 excluded, e.g. 0.9")
+    return value
+
+
+momentum.__name__ = "number"
+
+
+def int_list(length, example=None):
     """Comma-separated positive ints: exactly ``length`` of them (an int or a tuple of the
-    lengths allowed)."""
+    lengths allowed); ``example`` is the value error messages suggest."""
     lengths = (length,) if isinstance(length, int) else tuple(length)
 
     def parse(text):
@@ -79,11 +104,11 @@ def int_list(length):
         except ValueError:
             values = None
         if values is None or len(values) not in lengths or any(v < 1 for v in values):
-            example = {4: "2,2,1,2", 5: "1,2,2,2,1"}.get(
+            suggested = example or {4: "2,2,1,2", 5: "1,2,2,2,1"}.get(
                 lengths[0], ",".join(["2"] * lengths[0]))
             count = " or ".join(map(str, lengths))
             raise argparse.ArgumentTypeError(
-                f"expected {count} comma-separated positive ints such as {example}; "
+                f"expected {count} comma-separated positive ints such as {suggested}; "
                 f"got {text!r}"
             )
         return values
@@ -114,6 +139,20 @@ def add_unet_options(parser, training=False):
                                  "float32): float32 or mixed_bfloat16 (float32 variables, "
                                  "bfloat16 compute). Default: the one the --model-dir was "
                                  "trained with, else mixed_bfloat16 on TPU, float32 elsewhere")
+
+
+def add_modality_option(parser: argparse.ArgumentParser, training: bool = False) -> None:
+    """``--modality``: how volume intensities are scaled (train records it; evaluate and
+    predict take the recorded one and refuse another)."""
+    if training:
+        text = ("unet3d: how volume intensities are scaled: ct (Hounsfield units, abdominal "
+                "window -160 to 240 scaled to [0, 1]; the default), mr (each volume's 1st to "
+                "99th percentile scaled to [0, 1], clipped outside) or other (as they are). "
+                "Recorded in model.json; evaluate and predict reuse it")
+    else:
+        text = ("unet3d: the --modality the model was trained with (default: the one "
+                "MODEL_DIR/model.json records; another one is refused)")
+    parser.add_argument("--modality", choices=MODALITIES, metavar="ct|mr|other", help=text)
 
 
 def resolve_unet_preset(args):

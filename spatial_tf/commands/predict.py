@@ -1,12 +1,14 @@
 """``python -m spatial_tf predict``: a trained model's mask for one volume, and a PNG
 (unet3d); or a detector's boxes drawn on one image (retinanet).
 
-Writes the predicted class mask in the input's format (``.npy``, ``.nii``, ``.nii.gz``;
-a NIfTI keeps the input's affine) and a PNG of the middle slice: input, label (when
-``--labels`` is given or the volume is synthetic) and prediction side by side
-(``pip install "spatial-tf[plot]"``). Without ``--input``, held-out synthetic volume
-``--index`` is used. For a retinanet model dir, ``--input`` is a PNG or JPEG (fit to the
-model's image size) and the PNG shows the detections scoring at least
+Takes a volume of any size: its intensities are scaled for the recorded ``--modality``,
+it is zero-padded at the end of each axis to what the U-Net's poolings accept, and the
+mask is cropped back to the input's exact shape. Writes the predicted class mask in
+the input's format (``.npy``; ``.nii`` or ``.nii.gz`` with the input's affine and
+header, int16) and a PNG of a slice: input, label (when ``--labels`` is given or the
+volume is synthetic) and prediction side by side (``pip install "spatial-tf[plot]"``).
+Without ``--input``, held-out synthetic volume ``--index`` is used. For a retinanet
+model dir, ``--input`` is a PNG or JPEG (fit to the model's image size) and the PNG shows the detections scoring at least
 ``--score-threshold`` (and the true boxes, dashed, of a synthetic image). ``--output``
 and ``--png`` are checked before any work (their folder exists or can be created and is
 writable; neither is an input or a file of the model dir) and written whole or not at all.
@@ -14,7 +16,7 @@ writable; neither is an input or a file of the model dir) and written whole or n
 import os
 import sys
 
-from spatial_tf.commands.options import positive_int
+from spatial_tf.commands.options import add_modality_option, positive_int
 
 __all__ = ["add_parser", "run", "slice_png", "check_args"]
 
@@ -35,6 +37,7 @@ def add_parser(subparsers):
                                                  ".png; retinanet: MODEL_DIR/detections.png)")
     p.add_argument("--score-threshold", type=_fraction, default=0.3, metavar="S",
                    help="retinanet: draw detections scoring at least S (default 0.3)")
+    add_modality_option(p)
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
 
@@ -62,8 +65,8 @@ def check_args(parser, args):
 
 
 def slice_png(path, image, labels, prediction, title="") -> None:
-    """Save the middle slice (first axis) of image / labels / prediction side by side
-    (written to a temporary file, then renamed to ``path``)."""
+    """Save a slice (first axis; the one with the most labelled voxels) of image / labels /
+    prediction side by side (written to a temporary file, then renamed to ``path``)."""
     import matplotlib.pyplot as plt
 
     from spatial_tf.commands.outputs import write_atomically
@@ -107,35 +110,11 @@ def run(args):
 
 
 def _run_unet3d(args, record, latest):
-    from spatial_tf.commands import volumes
-    from spatial_tf.commands.shared import restore
     from spatial_tf.commands.options import fail
-    from spatial_tf.commands.outputs import check_file, write_atomically
-
-    prog = PROG
-    import numpy as np
-
-    from spatial_tf import data
+    from spatial_tf.commands.outputs import check_file
 
     try:
-        shape = tuple(record["shape"])
-        affine = None
-        if args.input is None:
-            image, labels = data.synthetic_ct(shape, seed=volumes.HELD_OUT_SEED + args.index,
-                                              num_classes=record["classes"])
-            image, ext = image[..., 0], ".npy"
-        else:
-            ext = _extension(args.input)
-            image = np.asarray(data.read_volume(args.input), np.float32)
-            if ext != ".npy":
-                affine = data.readers._nibabel().load(args.input).affine
-            labels = None
-            if args.labels is not None:
-                image, labels = data.load_example(args.input, args.labels, record["classes"])
-                image = image[..., 0]
-        if image.shape != shape:
-            raise ValueError(f"argument --input: {args.input} has shape {image.shape}; expected "
-                             f"{shape}, the trained model's. Fix: resample or pad the volume")
+        image, labels, ext, space = _read_input(args, record)
         output = args.output or os.path.join(args.model_dir, "prediction" + ext)
         if _extension(output) != ext:
             raise ValueError(f"argument --output: {output} is not a {ext} file; expected the "
@@ -145,18 +124,64 @@ def _run_unet3d(args, record, latest):
         check_file("--png", png, _inputs(args) + [("--output", output)], example="slice.png")
         import matplotlib  # noqa: F401  (fail before any work when it is missing)
     except ImportError as e:
-        return fail(prog, f"{e}. Fix: pip install 'spatial-tf[plot]'")
+        return fail(PROG, f"{e}. Fix: pip install 'spatial-tf[plot]'")
     except (ValueError, OSError) as e:
-        return fail(prog, str(e))
-    model = volumes.build_model(record)
+        return fail(PROG, str(e))
+    return _predict(args, record, latest, image, labels, output, png, space)
+
+
+def _read_input(args, record):
+    """``(image, labels, ext, (affine, header))`` of ``--input`` (labels None without
+    ``--labels``; affine and header None for ``.npy``), or of held-out synthetic volume
+    ``--index``."""
+    import numpy as np
+
+    from spatial_tf import data
+    from spatial_tf.commands.volumes import HELD_OUT_SEED
+
+    if args.input is None:
+        image, labels = data.synthetic_ct(tuple(record["shape"]), seed=HELD_OUT_SEED + args.index,
+                                          num_classes=record["classes"])
+        return image[..., 0], labels, ".npy", (None, None)
+    ext = _extension(args.input)
+    image = np.asarray(data.read_volume(args.input), np.float32)
+    if image.ndim != 3:
+        raise ValueError(f"argument --input: {args.input} has shape {image.shape}; expected a "
+                         f"3D volume (depth, height, width). Fix: save one 3D volume per file "
+                         f"(e.g. drop a trailing axis of size 1 with numpy.squeeze)")
+    space = (None, None)
+    if ext != ".npy":
+        scan = data.readers._nibabel().load(args.input)
+        space = (scan.affine, scan.header)
+    labels = None
+    if args.labels is not None:
+        image, labels = data.load_example(args.input, args.labels, record["classes"])
+        image = image[..., 0]
+    return image, labels, ext, space
+
+
+def _predict(args, record, latest, image, labels, output, png, space):
+    """Run the model on ``image`` padded, crop the mask to ``image``'s shape, write it."""
+    import numpy as np
+
+    from spatial_tf import data
+    from spatial_tf.commands import sizing, volumes
+    from spatial_tf.commands.outputs import write_atomically
+    from spatial_tf.commands.shared import restore
+
+    shape = sizing.eval_shape([image.shape], [1] * 5, record["depth"])
+    scaled = data.scale_intensities(image, record["modality"])
+    padded, _ = data.pad_to_shape(scaled[..., None], shape)
+    model = volumes.build_model(record, shape)
     step = restore(model, latest)
-    windowed = data.window(image[None, ..., None], preset="abdomen")
-    prediction = np.argmax(model(windowed, training=False).numpy()[0], axis=-1).astype(np.int32)
-    mask = prediction if ext == ".npy" else prediction.astype(np.int16)
-    write_atomically(output, lambda tmp: data.write_volume(tmp, mask, affine))
-    slice_png(png, windowed.numpy()[0, ..., 0], labels, prediction,
-              title=f"{os.path.basename(latest)} (step {step}), middle slice")
-    print(f"wrote {output} (mask, {'x'.join(map(str, shape))}, classes "
+    logits = model(padded[None], training=False).numpy()[0]
+    prediction = np.argmax(logits, axis=-1).astype(np.int32)[tuple(map(slice, image.shape))]
+    affine, header = space
+    mask = prediction if affine is None else prediction.astype(np.int16)
+    write_atomically(output, lambda tmp: data.write_volume(tmp, mask, affine, header))
+    slice_png(png, scaled.numpy(), labels, prediction,
+              title=f"{os.path.basename(latest)} (step {step})")
+    print(f"wrote {output} (mask, {'x'.join(map(str, image.shape))}, classes "
           f"{sorted(set(np.unique(prediction).tolist()))}) and {png}")
     return 0
 

@@ -1,5 +1,14 @@
-"""``python -m spatial_tf train unet3d|retinanet``: train a 3D U-Net on CT volumes or a
-RetinaNet-style detector on large images, split over the cores.
+"""``python -m spatial_tf train unet3d|retinanet``: train a 3D U-Net on CT or MR volumes or
+a RetinaNet-style detector on large images, split over the cores.
+
+unet3d takes ``--data`` volumes of any size: each is zero-padded at the end of each axis
+to a shape the split and the U-Net's poolings accept (each axis a multiple of its split
+count x 2^(depth-1)), the padding masked out of the loss and Dice. Volumes of different
+sizes train on one shape: the largest one's, rounded up so; or, with ``--crop``, random
+windows of that size from larger volumes and padding of smaller ones. Intensities are
+scaled for ``--modality`` (ct, mr, other). Every option and every file is checked
+before anything is written to ``--model-dir``, whose ``model.json`` then records the
+shape, modality and batch-norm momentum that evaluate and predict reuse.
 
 Runs on a TPU when one is present, else on the CPU emulator (``spatial_tf.auto``), with
 a progress bar (loss, Dice, step time), TensorBoard summaries in ``MODEL_DIR/train`` and
@@ -12,10 +21,12 @@ SIGTERM and Ctrl-C save a checkpoint of the finished step and exit with status 1
 import math
 import os
 
-from spatial_tf.commands.options import (add_unet_options, check_batch, int_list, positive_int,
-                                        power_of_two, resolve_unet_preset)
+from spatial_tf.commands.options import (DEFAULT_BN_MOMENTUM, add_modality_option,
+                                        add_unet_options, check_batch, int_list, momentum,
+                                        positive_int, power_of_two, resolve_unet_preset)
 
 from spatial_tf.commands.shared import default_spec, train_until_signal  # noqa: F401 (kept here)
+from spatial_tf.commands.volumes import RECORD_DEFAULTS  # noqa: F401 (kept importable from here)
 
 __all__ = ["add_parser", "run", "default_spec", "check_args", "train_until_signal"]
 
@@ -31,8 +42,9 @@ def add_parser(subparsers):
                    help="checkpoints, summaries and model.json go here; resumes from it")
     p.add_argument("--data", metavar="PATH",
                    help="unet3d: a directory of NAME.npy/.nii/.nii.gz with NAME_labels.* "
-                        "files, or a TFRecord file; retinanet: a COCO images directory, with "
-                        "--annotations (default: synthetic data)")
+                        "files, or a TFRecord file, volumes of any size (zero-padded at the "
+                        "end of each axis, the padding masked out); retinanet: a COCO images "
+                        "directory, with --annotations (default: synthetic data)")
     p.add_argument("--annotations", metavar="FILE",
                    help="retinanet: the COCO instances JSON of the --data images")
     p.add_argument("--image-size", type=positive_int(32, 16384), default=512, metavar="PIXELS",
@@ -57,6 +69,19 @@ def add_parser(subparsers):
     p.add_argument("--checkpoint-every", type=positive_int(1), default=50, metavar="N",
                    help="steps between checkpoints (default 50)")
     add_unet_options(p, training=True)
+    p.add_argument("--crop", type=int_list((1, 3), example="32,32,32"), metavar="D,H,W",
+                   help="unet3d with --data: train on this shape (one edge or three): a "
+                        "volume larger on an axis is cropped there at a random offset (a new "
+                        "one each time), a smaller one zero-padded at its end; each edge a "
+                        "multiple of its split count x 2^(depth-1). Default: the largest "
+                        "volume's size rounded up so, every volume padded to it")
+    add_modality_option(p, training=True)
+    p.add_argument("--bn-momentum", type=momentum, metavar="M",
+                   help=f"unet3d: batch norm's moving-average momentum (default "
+                        f"{DEFAULT_BN_MOMENTUM}, which follows a run of a few hundred steps "
+                        f"so that evaluate agrees with the progress bar; 0.99, Keras' and "
+                        f"Model Garden's, suits runs of thousands of steps). Recorded in "
+                        f"model.json; a resumed run keeps it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
@@ -74,7 +99,7 @@ def check_args(parser, args):
     if args.model == "retinanet":
         from spatial_tf.commands.detection import check_train_args
 
-        for option in ("preset", "dtype_policy"):
+        for option in ("preset", "dtype_policy", "crop", "modality", "bn_momentum"):
             if getattr(args, option) is not None:
                 parser.error(f"argument --{option.replace('_', '-')}: not allowed with "
                              f"retinanet; expected it only with unet3d")
@@ -104,11 +129,24 @@ def check_args(parser, args):
     elif not os.path.exists(args.data):
         parser.error(f"argument --data: {args.data} does not exist; expected a directory of "
                      f"volume pairs or a TFRecord file")
+    _check_crop(parser, args)
 
 
-# what a model.json written before an option existed means by its absence
-# ("conv": spatial_tf's U-Net used keras.layers.Conv3D before HaloConv3D)
-RECORD_DEFAULTS = {"dtype_policy": "float32", "preset": None, "conv": "keras"}
+def _check_crop(parser, args):
+    """``--crop``: with ``--data`` only, edges that fit the split and the poolings."""
+    from spatial_tf.commands.sizing import crop_problem
+
+    if args.crop is None:
+        return
+    if args.data is None:
+        parser.error(f"argument --crop: not allowed without --data; expected it with --data "
+                     f"volumes (the synthetic cubes are --size {args.size}). Fix: pass --data, "
+                     f"or leave --crop out")
+    if len(args.crop) == 1:
+        args.crop = args.crop * 3
+    problem = crop_problem(args.crop, args.spec, args.depth)
+    if problem:
+        parser.error(problem)
 
 
 def _record(args, shape, existing=None):
@@ -116,21 +154,26 @@ def _record(args, shape, existing=None):
     conv = existing["conv"] if existing else ("keras" if args.preset else "halo")
     return {"model": args.model, "shape": list(shape), "classes": args.classes,
             "depth": args.depth, "filters": args.filters, "dtype_policy": args.dtype_policy,
-            "preset": args.preset, "conv": conv}
+            "preset": args.preset, "conv": conv, "modality": args.modality,
+            "bn_momentum": args.bn_momentum}
 
 
 def _existing_record(args, shape):
     """The model dir's record with its defaults filled in (None for a new dir); a left-out
-    ``--dtype-policy`` becomes the recorded one. Raises ValueError when ``model.json`` is
-    broken or records another model."""
+    ``--dtype-policy``, ``--modality`` or ``--bn-momentum`` becomes the recorded one (for a
+    new dir: ``--modality ct``, ``--bn-momentum`` 0.9). Raises ValueError when
+    ``model.json`` is broken or records another model."""
     from spatial_tf.commands import volumes
 
     existing = volumes.read_record(args.model_dir)
+    if existing is not None:
+        existing = {**RECORD_DEFAULTS, **existing}
+    for option, new in (("dtype_policy", None), ("modality", "ct"),
+                        ("bn_momentum", DEFAULT_BN_MOMENTUM)):
+        if getattr(args, option) is None:  # resume with what it was trained with
+            setattr(args, option, existing[option] if existing else new)
     if existing is None:
         return None
-    existing = {**RECORD_DEFAULTS, **existing}
-    if args.dtype_policy is None:  # resume with the policy it was trained with
-        args.dtype_policy = existing["dtype_policy"]
     record = _record(args, shape, existing)
     if existing != record:
         diff = ", ".join(f"{k} {existing.get(k)} (asked {record.get(k)})"
@@ -157,16 +200,12 @@ def run(args):
         import keras
 
     import spatial_tf
-    from spatial_tf import data, train
+    from spatial_tf import train
 
-    try:
-        shape = volumes.volume_shape(args.data, args.size, args.classes)
-    except (ValueError, OSError, ImportError) as e:
-        return fail(prog, str(e))
-    model_dir = args.model_dir
-    try:
+    try:  # every file and option is checked before anything is written
+        sizes, shape = _shapes(args)
         existing = _existing_record(args, shape)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, ImportError) as e:
         return fail(prog, str(e))
     strategy = spatial_tf.auto(num_cores_per_replica=args.cores, num_replicas=args.replicas)
     if args.dtype_policy is None:  # mixed_bfloat16 on TPU, float32 elsewhere
@@ -175,40 +214,68 @@ def run(args):
         with strategy.scope():
             args.dtype_policy = default_dtype_policy()
     record = _record(args, shape, existing)
-    spec = [args.spec, args.spec[:4]]
+    spec = [args.spec, args.spec[:4], args.spec[:4]]  # image, labels, mask
     try:
         with strategy.scope():
             model = volumes.build_model(record)
             optimizer = keras.optimizers.Adam(3e-3)
             optimizer.build(model.trainable_variables)
-    except ValueError as e:  # e.g. --data volumes the U-Net's poolings cannot halve
+    except ValueError as e:
         return fail(prog, f"argument --data: {e}")
     try:  # a checkpoint of another model is refused before anything is written
-        start = train.Checkpointer(model_dir, model=model, optimizer=optimizer).restore()
+        start = train.Checkpointer(args.model_dir, model=model, optimizer=optimizer).restore()
     except (train.CheckpointMismatchError, train.CheckpointUnreadableError) as e:
         return fail(prog, f"argument --model-dir: {e}")
+    distributed_dataset = _data(args, strategy, shape, spec)
+    try:
+        distributed_dataset(start)  # the spec is checked against the batches before training
+    except ValueError as e:
+        return fail(prog, f"argument --spec: {e}")
     if existing is None:
-        volumes.write_record(model_dir, record)
+        volumes.write_record(args.model_dir, record)
+    _say_what(prog, args, strategy, spec, sizes, shape)
+    return train_until_signal(
+        prog, args, strategy, model, optimizer, distributed_dataset,
+        lambda last: f"loss {last['loss']:.4f}, mean Dice {last['dice']:.3f}", spec=spec)
 
-    def distributed_dataset(done):  # the data position: begins after the `done` steps
+
+def _shapes(args):
+    """``(sizes, shape)``: every volume's size (each file checked) and the training shape."""
+    from spatial_tf.commands import sizing
+
+    sizes = [(args.size,) * 3] if args.data is None else \
+        sizing.volume_sizes(args.data, args.classes)
+    return sizes, sizing.training_shape(sizes, args.spec, args.depth, args.crop)
+
+
+def _data(args, strategy, shape, spec):
+    """``distributed_dataset(done)``: the training batches from the one after ``done`` steps."""
+    from spatial_tf import data
+    from spatial_tf.commands import volumes
+
+    def distributed_dataset(done):
         def dataset_fn(context):
-            ds = volumes.dataset(args.data, args.size, args.classes).shard(
+            ds = volumes.source(args.data, (args.size,) * 3, args.classes).shard(
                 context.num_input_pipelines, context.input_pipeline_id)
             # the pipeline is deterministic: skip the examples the first `done` steps took
             count = int(ds.cardinality())
             skip = done * args.batch // context.num_input_pipelines
-            return ds.repeat().skip(skip % count if count > 0 else skip)
+            ds = ds.repeat().skip(skip % count if count > 0 else skip)
+            return volumes.training_examples(ds, shape, args.modality, first=skip,
+                                             seed=context.input_pipeline_id)
 
         return data.distribute(strategy, dataset_fn, args.batch, spec=spec)
 
-    try:
-        distributed_dataset(start)  # the spec is checked against the batches before training
-    except ValueError as e:  # e.g. --data volumes the spec cannot split
-        return fail(prog, f"argument --spec: {e}")
+    return distributed_dataset
+
+
+def _say_what(prog, args, strategy, spec, sizes, shape):
+    from spatial_tf.commands.sizing import describe
+
     model_name = args.model + (f" ({args.preset} preset)" if args.preset else "")
     print(f"{prog}: {model_name} {'x'.join(map(str, shape))}, {args.classes} classes, "
-          f"{args.dtype_policy} on {strategy!r}, spec {spec}, to step {args.steps} in "
-          f"{model_dir}", flush=True)
-    return train_until_signal(
-        prog, args, strategy, model, optimizer, distributed_dataset,
-        lambda last: f"loss {last['loss']:.4f}, mean Dice {last['dice']:.3f}", spec=spec)
+          f"{args.dtype_policy} on {strategy!r}, spec {spec[:2]}, to step {args.steps} in "
+          f"{args.model_dir}", flush=True)
+    what = f"--data {args.data}: {len(sizes)} volume(s)" if args.data else "synthetic CT volumes"
+    print(f"{prog}: {what}, {describe(sizes, shape)}; --modality {args.modality}, "
+          f"--bn-momentum {args.bn_momentum}", flush=True)

@@ -1,11 +1,14 @@
 """What ``train``, ``evaluate`` and ``predict`` share: the model's record, data, model.
 
 A model dir holds ``model.json`` (the model's name and options, written when training
-starts), ``ckpt-<step>`` checkpoints and ``train/`` TensorBoard summaries. ``--data`` is
-either a directory of volume pairs (``NAME.npy`` with ``NAME_labels.npy``, or ``.nii`` /
-``.nii.gz`` alike) or a TFRecord file (``spatial_tf.data.write_tfrecords``' schema);
-without it, synthetic CT-like volumes are used (training seeds from 0, held-out ones
-from 10000).
+starts, after every option was checked), ``ckpt-<step>`` checkpoints and ``train/``
+TensorBoard summaries. ``--data`` is either a directory of volume pairs (``NAME.npy``
+with ``NAME_labels.npy``, or ``.nii`` / ``.nii.gz`` alike) or a TFRecord file
+(``spatial_tf.data.write_tfrecords``' schema), volumes of any size; without it,
+synthetic CT-like volumes are used (training seeds from 0, held-out ones from 10000).
+Every volume's intensities are scaled for the recorded ``--modality``
+(``spatial_tf.data.scale_intensities``), then fit to the command's shape with a mask
+of its real voxels (see ``spatial_tf.commands.sizing``).
 
 >>> pair_files.__name__
 'pair_files'
@@ -13,8 +16,9 @@ from 10000).
 import json
 import os
 
-__all__ = ["MODEL_FILE", "HELD_OUT_SEED", "RECORD_KEYS", "read_record", "write_record",
-           "pair_files", "dataset", "build_model"]
+__all__ = ["MODEL_FILE", "HELD_OUT_SEED", "RECORD_KEYS", "RECORD_DEFAULTS", "read_record",
+           "write_record", "pair_files", "source", "training_examples", "padded_examples",
+           "build_model"]
 
 MODEL_FILE = "model.json"
 HELD_OUT_SEED = 10000
@@ -24,6 +28,12 @@ LABEL_SUFFIX = "_labels"
 # what a model.json must hold to rebuild its model (a record without "model" is unet3d's)
 RECORD_KEYS = {"unet3d": ("shape", "classes", "depth", "filters"),
                "retinanet": ("image_size", "classes", "max_boxes")}
+
+# what a unet3d model.json written before an option existed means by its absence
+# ("conv": spatial_tf's U-Net used keras.layers.Conv3D before HaloConv3D; volumes were
+# windowed as abdominal CT; batch norm kept Keras' momentum)
+RECORD_DEFAULTS = {"dtype_policy": "float32", "preset": None, "conv": "keras",
+                   "modality": "ct", "bn_momentum": 0.99}
 
 
 def read_record(model_dir):
@@ -90,31 +100,61 @@ def pair_files(folder):
     return pairs
 
 
-def dataset(data, size, num_classes, seed=0, num_volumes=8):
-    """Unbatched windowed ``(image, labels)`` examples from ``--data`` or synthetic."""
+def source(data, shape, num_classes, seed=0, num_volumes=8):
+    """Unbatched ``(image, labels)`` as stored (raw intensities, each volume its own
+    size) from ``--data``, or ``num_volumes`` synthetic CT volumes of ``shape``."""
+    import numpy as np
+    import tensorflow as tf
+
     from spatial_tf import data as stdata
 
     if data is None:
-        return stdata.synthetic_ct_dataset((size,) * 3, num_volumes=num_volumes, seed=seed,
-                                           num_classes=num_classes)
+        pairs = [stdata.synthetic_ct(tuple(shape), seed + i, num_classes)
+                 for i in range(num_volumes)]
+        return tf.data.Dataset.from_tensor_slices((np.stack([p[0] for p in pairs]),
+                                                   np.stack([p[1] for p in pairs])))
     if os.path.isdir(data):
-        ds = stdata.volume_dataset(pair_files(data), num_classes)
-        return ds.map(lambda image, labels: (stdata.window(image, preset="abdomen"), labels))
+        return stdata.volume_dataset(pair_files(data), num_classes, same_shape=False)
     if not os.path.isfile(data):
         raise FileNotFoundError(f"--data {data}: no such file or directory. Expected a directory "
                                 f"of volume pairs or a TFRecord file. Fix: check the path.")
-    ds = stdata.tfrecord_dataset([data], num_classes)
-    return ds.map(lambda image, labels: (stdata.window(image, preset="abdomen"), labels))
+    return stdata.tfrecord_dataset([data], num_classes, same_shape=False)
 
 
-def volume_shape(data, size, num_classes):
-    """``(depth, height, width)`` of the examples ``dataset`` gives."""
-    spec = dataset(data, size, num_classes, num_volumes=1).element_spec
-    return tuple(spec[1].shape.as_list())
+def training_examples(ds, shape, modality, first=0, seed=0):
+    """``(image, labels, mask)`` of ``shape`` from ``source`` examples: intensities scaled
+    for ``modality``, then randomly cropped or zero-padded (``spatial_tf.data.crop_or_pad``);
+    example ``i`` of the stream (counted from ``first``) is cropped with seed
+    ``(seed, i)``, so a resumed run crops as an uninterrupted one."""
+    import tensorflow as tf
+
+    from spatial_tf import data as stdata
+
+    def fit(index, example):
+        image, labels = example
+        return stdata.crop_or_pad(stdata.scale_intensities(image, modality), labels, shape,
+                                  seed=tf.stack([tf.constant(seed, tf.int64), index]))
+
+    return ds.enumerate(start=first).map(fit)
 
 
-def build_model(record):
-    """The Keras model ``record`` describes (call inside the strategy's scope)."""
+def padded_examples(ds, shape, modality):
+    """``(image, labels, mask)`` of ``shape`` from ``source`` examples: intensities scaled
+    for ``modality``, every volume zero-padded at its end (no volume may be larger)."""
+    from spatial_tf import data as stdata
+
+    def fit(image, labels):
+        image, mask = stdata.pad_to_shape(stdata.scale_intensities(image, modality), shape)
+        labels, _ = stdata.pad_to_shape(labels, shape, channel_axis=None)
+        return image, labels, mask
+
+    return ds.map(fit)
+
+
+def build_model(record, shape=None):
+    """The Keras model ``record`` describes (call inside the strategy's scope), for
+    volumes of ``shape`` (default: the recorded training shape; the weights do not
+    depend on it)."""
     import keras
 
     from spatial_tf.models import unet3d
@@ -124,7 +164,9 @@ def build_model(record):
     # a record written before "conv" existed: keras.layers.Conv3D (same weights, another
     # layer structure in the checkpoint)
     options = {} if preset else {"conv": record.get("conv", "keras")}
-    return unet3d(tuple(record["shape"]) + (1,), num_classes=record["classes"],
+    shape = tuple(record["shape"] if shape is None else shape)
+    return unet3d(shape + (1,), num_classes=record["classes"],
                   depth=record["depth"], base_filters=record["filters"],
                   dtype_policy=record.get("dtype_policy", "float32"), preset=preset,
+                  norm_momentum=record.get("bn_momentum", RECORD_DEFAULTS["bn_momentum"]),
                   **options)

@@ -1,5 +1,6 @@
-"""Input pipelines, readers, CT intensities, padding with masks, synthetic data, and
-detection data: synthetic shape images, COCO annotations, box-aware augmentation.
+"""Input pipelines, readers, CT and MR intensities, padding and cropping with masks,
+synthetic data, and detection data: synthetic shape images, COCO annotations, box-aware
+augmentation.
 
 >>> from spatial_tf import data
 >>> image, labels = data.synthetic_ct((8, 8, 8), seed=0)
@@ -10,20 +11,25 @@ detection data: synthetic shape images, COCO annotations, box-aware augmentation
 from spatial_tf.data.augment import augment, augment_dataset, flip_horizontal, scale_and_crop
 from spatial_tf.data.coco import CocoData, coco_dataset, load_coco, write_coco
 from spatial_tf.data.ct import synthetic_ct, synthetic_ct_dataset
+from spatial_tf.data.fitting import crop_or_pad, fit_shape, pad_to_shape
 from spatial_tf.data.images import (DETECTION_CLASSES, synthetic_detection_dataset,
                                      synthetic_detection_image)
-from spatial_tf.data.intensity import WINDOWS, normalize, window
+from spatial_tf.data.intensity import (MODALITIES, WINDOWS, normalize, percentile_scale,
+                                      scale_intensities, window)
 from spatial_tf.data.padding import pad_to_multiple
 from spatial_tf.data.pipeline import check_static, distribute
-from spatial_tf.data.readers import load_example, read_volume, volume_dataset, write_volume
+from spatial_tf.data.readers import (load_example, read_labels, read_volume, volume_dataset,
+                                    volume_shape, write_volume)
 from spatial_tf.data.synthetic import segmentation_dataset
 from spatial_tf.data.tfrecords import FEATURES, tfrecord_dataset, write_tfrecords
 
 __all__ = [
-    "CocoData", "DETECTION_CLASSES", "FEATURES", "WINDOWS", "augment", "augment_dataset",
-    "check_static", "coco_dataset", "distribute", "flip_horizontal", "load_coco",
-    "load_example", "normalize", "pad_to_multiple", "read_volume", "scale_and_crop",
-    "segmentation_dataset", "synthetic_ct", "synthetic_ct_dataset",
-    "synthetic_detection_dataset", "synthetic_detection_image", "tfrecord_dataset",
-    "volume_dataset", "window", "write_coco", "write_tfrecords", "write_volume",
+    "CocoData", "DETECTION_CLASSES", "FEATURES", "MODALITIES", "WINDOWS", "augment",
+    "augment_dataset", "check_static", "coco_dataset", "crop_or_pad", "distribute",
+    "fit_shape", "flip_horizontal", "load_coco", "load_example", "normalize",
+    "pad_to_multiple", "pad_to_shape", "percentile_scale", "read_labels", "read_volume",
+    "scale_and_crop", "scale_intensities", "segmentation_dataset", "synthetic_ct",
+    "synthetic_ct_dataset", "synthetic_detection_dataset", "synthetic_detection_image",
+    "tfrecord_dataset", "volume_dataset", "volume_shape", "window", "write_coco",
+    "write_tfrecords", "write_volume",
 ]

@@ -17,7 +17,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["read_volume", "write_volume", "load_example", "volume_dataset", "EXTENSIONS"]
+__all__ = ["read_volume", "read_labels", "write_volume", "load_example", "volume_dataset",
+           "volume_shape", "EXTENSIONS"]
 
 EXTENSIONS = (".nii.gz", ".nii", ".npy")
 
@@ -44,6 +45,40 @@ def _nibabel():
     return nibabel
 
 
+def _check_exists(path, kind):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"{path}: no such file. Expected a {kind} volume there. Fix: check the path "
+            f"(relative paths start at {os.getcwd()})."
+        )
+
+
+def volume_shape(path: Union[str, os.PathLike]) -> Tuple[int, ...]:
+    """The shape of the array in ``path``, read from its header without loading the data
+    (NIfTI through nibabel, ``.npy`` memory-mapped).
+
+    >>> import numpy as np, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "ct.npy")
+    >>> np.save(path, np.zeros((13, 10, 9), np.float32))
+    >>> volume_shape(path)
+    (13, 10, 9)
+    """
+    path = os.fspath(path)
+    kind = _kind(path)
+    _check_exists(path, kind)
+    try:
+        if kind == ".npy":
+            return tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape)
+        return tuple(int(s) for s in _nibabel().load(path).shape)
+    except ImportError:
+        raise
+    except Exception as e:
+        raise ValueError(
+            f"{path}: cannot read it as a {kind} volume ({type(e).__name__}: {e}). Expected an "
+            f"intact {kind} file. Fix: re-download or re-export the file."
+        ) from e
+
+
 def read_volume(path: Union[str, os.PathLike]) -> np.ndarray:
     """The array stored in ``path`` (``.nii``, ``.nii.gz`` or ``.npy``), as on disk.
 
@@ -55,11 +90,7 @@ def read_volume(path: Union[str, os.PathLike]) -> np.ndarray:
     """
     path = os.fspath(path)
     kind = _kind(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"{path}: no such file. Expected a {kind} volume there. Fix: check the path "
-            f"(relative paths start at {os.getcwd()})."
-        )
+    _check_exists(path, kind)
     try:
         if kind == ".npy":
             return np.load(path, allow_pickle=False)
@@ -74,10 +105,12 @@ def read_volume(path: Union[str, os.PathLike]) -> np.ndarray:
 
 
 def write_volume(path: Union[str, os.PathLike], volume: Any,
-                 affine: Optional[np.ndarray] = None) -> None:
+                 affine: Optional[np.ndarray] = None, header: Any = None) -> None:
     """Write ``volume`` as ``.npy`` or NIfTI (by extension), e.g. a predicted mask.
 
-    ``affine`` is the NIfTI voxel-to-world matrix (identity when not given).
+    ``affine`` is the NIfTI voxel-to-world matrix (identity when not given); ``header``
+    a nibabel header to keep (e.g. the input scan's: voxel sizes, units, codes, description),
+    its data type and scaling set to the volume's own.
     """
     path = os.fspath(path)
     kind = _kind(path)
@@ -86,7 +119,32 @@ def write_volume(path: Union[str, os.PathLike], volume: Any,
         np.save(path, volume)
         return
     nib = _nibabel()
-    nib.save(nib.Nifti1Image(volume, np.eye(4) if affine is None else np.asarray(affine)), path)
+    affine = np.eye(4) if affine is None else np.asarray(affine)
+    if header is None:
+        nib.save(nib.Nifti1Image(volume, affine), path)
+        return
+    image_class = nib.Nifti2Image if isinstance(header, nib.Nifti2Header) else nib.Nifti1Image
+    image = image_class(volume, affine, header.copy())
+    image.set_data_dtype(volume.dtype)
+    image.header.set_slope_inter(1.0, 0.0)
+    nib.save(image, path)
+
+
+def read_labels(path: Union[str, os.PathLike]) -> np.ndarray:
+    """The label volume in ``path`` as int32 class indices (values must be whole numbers).
+
+    >>> import numpy as np, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "ct_labels.npy")
+    >>> np.save(path, np.array([[0.0, 2.0]]))
+    >>> read_labels(path).tolist()
+    [[0, 2]]
+    """
+    raw = read_volume(path)
+    labels = np.asarray(raw).astype(np.int32)
+    if not np.array_equal(labels, raw):
+        raise ValueError(f"{os.fspath(path)}: labels are not whole numbers. Expected "
+                         f"integer class indices. Fix: round or re-export the label mask.")
+    return labels
 
 
 def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.PathLike],
@@ -98,11 +156,7 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
         ``[0, num_classes)``; the message names the file and the value.
     """
     image = np.asarray(read_volume(image_path), np.float32)
-    raw = read_volume(label_path)
-    labels = np.asarray(raw).astype(np.int32)
-    if not np.array_equal(labels, raw):
-        raise ValueError(f"{os.fspath(label_path)}: labels are not whole numbers. Expected "
-                         f"integer class indices. Fix: round or re-export the label mask.")
+    labels = read_labels(label_path)
     if image.shape != labels.shape:
         raise ValueError(
             f"{os.fspath(label_path)}: label shape {labels.shape} differs from the image's "
@@ -121,12 +175,16 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
     return image[..., None], labels
 
 
-def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int) -> tf.data.Dataset:
+def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,
+                   same_shape: bool = True) -> tf.data.Dataset:
     """Unbatched ``(image, labels)`` examples from ``[(image_path, label_path), ...]``.
 
     Every path is checked to exist and the first pair is read when the dataset is made,
     which fixes the (static) shapes; a later volume of another shape fails naming its
-    file. Pad sizes that do not divide with ``spatial_tf.data.pad_to_multiple``.
+    file. With ``same_shape=False`` volumes may differ in size (the spatial sizes are
+    unknown in the element spec): fit them to one shape with
+    ``spatial_tf.data.crop_or_pad`` or ``pad_to_shape``. Pad sizes that do not divide
+    with ``spatial_tf.data.pad_to_multiple``.
     """
     pairs = [(os.fspath(a), os.fspath(b)) for a, b in pairs]
     if not pairs:
@@ -143,13 +201,16 @@ def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int) -> tf.dat
     def generate():
         for image_path, label_path in pairs:
             image, labels = load_example(image_path, label_path, num_classes)
-            if labels.shape != shape:
+            if same_shape and labels.shape != shape:
                 raise ValueError(
                     f"{label_path}: volume shape {labels.shape} differs from the first volume's "
-                    f"{shape} ({pairs[0][0]}). Expected one size for the dataset. Fix: resample, "
-                    f"or pad with spatial_tf.data.pad_to_multiple to a common size."
+                    f"{shape} ({pairs[0][0]}). Expected one size for the dataset. Fix: pass "
+                    f"same_shape=False and fit the volumes to one shape with "
+                    f"spatial_tf.data.crop_or_pad or pad_to_shape, or resample them."
                 )
             yield image, labels
 
+    if not same_shape:
+        shape = (None,) * len(shape)
     return tf.data.Dataset.from_generator(generate, output_signature=(
         tf.TensorSpec(shape + (1,), tf.float32), tf.TensorSpec(shape, tf.int32)))

@@ -66,13 +66,15 @@ def _bytes(value):
     return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
 
 
-def tfrecord_dataset(paths: Any, num_classes: int,
-                     shape: Optional[Sequence[int]] = None) -> tf.data.Dataset:
+def tfrecord_dataset(paths: Any, num_classes: int, shape: Optional[Sequence[int]] = None, *,
+                     same_shape: bool = True) -> tf.data.Dataset:
     """Unbatched ``(image (d, h, w, 1) float32, labels (d, h, w) int32)`` from TFRecords.
 
     ``shape`` fixes the static ``(depth, height, width)``; by default the first record's.
     A record of another shape or with a label outside ``[0, num_classes)`` stops the
-    pipeline with an error saying so.
+    pipeline with an error saying so. With ``same_shape=False`` records may differ in
+    size (unknown sizes in the element spec; ``shape`` is ignored): fit them to one
+    shape with ``spatial_tf.data.crop_or_pad`` or ``pad_to_shape``.
     """
     paths = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
     for path in paths:
@@ -80,6 +82,9 @@ def tfrecord_dataset(paths: Any, num_classes: int,
             raise FileNotFoundError(f"{path}: no such TFRecord file. Fix: check the path, or write "
                                     f"one with spatial_tf.data.write_tfrecords.")
     records = tf.data.TFRecordDataset(paths)
+    if not same_shape:
+        return records.map(lambda r: _parse(r, None, num_classes),
+                           num_parallel_calls=tf.data.AUTOTUNE)
     if shape is None:
         try:
             first = next(iter(records.take(1)), None)
@@ -92,21 +97,26 @@ def tfrecord_dataset(paths: Any, num_classes: int,
                 f"Expected records written by spatial_tf.data.write_tfrecords. Fix: rewrite the file."
             ) from e
     shape = tuple(shape)
+    return records.map(lambda r: _parse(r, shape, num_classes), num_parallel_calls=tf.data.AUTOTUNE)
 
-    def parse(record):
-        f = tf.io.parse_single_example(record, FEATURES)
-        same_shape = tf.debugging.assert_equal(
+
+def _parse(record, shape, num_classes):
+    """One record as ``(image, labels)``: of ``shape`` (checked), or its own (None)."""
+    f = tf.io.parse_single_example(record, FEATURES)
+    checks = []
+    if shape is not None:
+        checks.append(tf.debugging.assert_equal(
             f["shape"], tf.constant(shape, tf.int64),
-            message=f"tfrecord_dataset: a record has a shape other than {shape}; expected one size "
-                    f"for the dataset. Fix: pass shape=, resample, or pad to a common size")
-        with tf.control_dependencies([same_shape]):  # checked before the reshapes can fail
-            image = tf.reshape(tf.io.decode_raw(f["image"], tf.float32, little_endian=True), shape)
-            labels = tf.reshape(tf.io.decode_raw(f["labels"], tf.int32, little_endian=True), shape)
-        tf.debugging.assert_less(
-            tf.reduce_max(labels), num_classes,
-            message=f"tfrecord_dataset: a label is >= num_classes={num_classes}. Fix: pass the "
-                    f"model's class count or remap the labels")
-        tf.debugging.assert_non_negative(labels, message="tfrecord_dataset: a label is negative")
-        return image[..., None], labels
-
-    return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+            message=f"tfrecord_dataset: a record has a shape other than {shape}; expected one "
+                    f"size for the dataset. Fix: pass same_shape=False and fit the volumes to "
+                    f"one shape with spatial_tf.data.crop_or_pad or pad_to_shape"))
+    with tf.control_dependencies(checks):  # checked before the reshapes can fail
+        size = f["shape"] if shape is None else shape
+        image = tf.reshape(tf.io.decode_raw(f["image"], tf.float32, little_endian=True), size)
+        labels = tf.reshape(tf.io.decode_raw(f["labels"], tf.int32, little_endian=True), size)
+    tf.debugging.assert_less(
+        tf.reduce_max(labels), num_classes,
+        message=f"tfrecord_dataset: a label is >= num_classes={num_classes}. Fix: pass the "
+                f"model's class count or remap the labels")
+    tf.debugging.assert_non_negative(labels, message="tfrecord_dataset: a label is negative")
+    return image[..., None], labels

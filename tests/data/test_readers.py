@@ -100,3 +100,57 @@ def test_dataset_with_volumes_of_another_size(volumes):
     ds = volume_dataset([(tmp / "a.npy", tmp / "la.npy"), (tmp / "b.npy", tmp / "lb.npy")], 3)
     with pytest.raises(Exception, match=r"lb\.npy: volume shape \(4, 5, 4\) differs from the first"):
         list(ds)
+
+
+@pytest.mark.parametrize("ext", [".nii", ".nii.gz", ".npy"])
+def test_volume_shape_reads_the_header_only(tmp_path, ext):
+    from spatial_tf.data import volume_shape
+
+    write_volume(tmp_path / f"ct{ext}", np.zeros((13, 10, 9), np.float32))
+    assert volume_shape(tmp_path / f"ct{ext}") == (13, 10, 9)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        volume_shape(tmp_path / f"missing{ext}")
+    (tmp_path / f"bad{ext}").write_bytes(b"not a volume")
+    with pytest.raises(ValueError, match=f"bad{ext}: cannot read it as a {ext} volume"):
+        volume_shape(tmp_path / f"bad{ext}")
+
+
+@pytest.mark.parametrize("ext", [".nii", ".nii.gz"])
+def test_write_volume_keeps_the_affine_and_header_given(tmp_path, ext):
+    affine = np.array([[-1.5, 0, 0, 90], [0, 2.0, 0, -126], [0, 0, 2.5, -72], [0, 0, 0, 1]])
+    scan = nib.Nifti1Image(np.ones((13, 10, 9), np.float32), affine)
+    scan.header.set_xyzt_units("mm", "sec")
+    scan.header["descrip"] = b"T1 scan"
+    scan.header.set_slope_inter(2.0, -10.0)  # the scan's scaling is not the mask's
+    mask = (np.arange(13 * 10 * 9) % 3).reshape(13, 10, 9).astype(np.int16)
+    write_volume(tmp_path / f"mask{ext}", mask, scan.affine, scan.header)
+    written = nib.load(tmp_path / f"mask{ext}")
+    np.testing.assert_array_equal(written.affine, affine)
+    np.testing.assert_array_equal(written.header.get_zooms(), (1.5, 2.0, 2.5))
+    assert written.header.get_xyzt_units() == ("mm", "sec")
+    assert written.header["descrip"].item() == b"T1 scan"
+    assert written.get_data_dtype() == np.int16
+    np.testing.assert_array_equal(np.asarray(written.dataobj), mask)
+
+
+def test_read_labels_refuses_fractions(tmp_path):
+    from spatial_tf.data import read_labels
+
+    np.save(tmp_path / "ok.npy", np.array([[0.0, 2.0]]))
+    assert read_labels(tmp_path / "ok.npy").dtype == np.int32
+    np.save(tmp_path / "bad.npy", np.array([0.5]))
+    with pytest.raises(ValueError, match="bad.npy: labels are not whole numbers"):
+        read_labels(tmp_path / "bad.npy")
+
+
+def test_volume_dataset_of_volumes_of_different_sizes(tmp_path):
+    pairs = []
+    for i, shape in enumerate([(3, 4, 5), (6, 2, 5)]):
+        write_volume(tmp_path / f"v{i}.npy", np.full(shape, i, np.float32))
+        write_volume(tmp_path / f"v{i}_labels.npy", np.ones(shape, np.int32))
+        pairs.append((tmp_path / f"v{i}.npy", tmp_path / f"v{i}_labels.npy"))
+    ds = volume_dataset(pairs, num_classes=2, same_shape=False)
+    assert ds.element_spec[0].shape.as_list() == [None, None, None, 1]
+    assert [tuple(labels.shape) for _, labels in ds] == [(3, 4, 5), (6, 2, 5)]
+    with pytest.raises(Exception, match=r"volume shape \(6, 2, 5\) differs from the first"):
+        list(volume_dataset(pairs, num_classes=2))

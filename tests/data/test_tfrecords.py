@@ -43,3 +43,17 @@ def test_missing_corrupt_and_mismatched(tmp_path):
         tfrecord_dataset(tmp_path / "junk.tfrecord", 2)
     with pytest.raises(ValueError, match=r"example 0 has image shape \(2, 2, 2\) and labels \(2, 2\)"):
         write_tfrecords(tmp_path / "x.tfrecord", [(np.zeros((2, 2, 2)), np.zeros((2, 2)))])
+
+
+def test_records_of_different_sizes(tmp_path):
+    examples = [synthetic_ct(shape, seed=1) for shape in ((8, 10, 12), (13, 10, 9))]
+    path = tmp_path / "mixed.tfrecord"
+    write_tfrecords(path, examples)
+    ds = tfrecord_dataset(path, num_classes=3, same_shape=False)
+    assert [s.shape.as_list() for s in ds.element_spec] == [[None, None, None, 1],
+                                                            [None, None, None]]
+    for (image, labels), (want_image, want_labels) in zip(ds, examples):
+        np.testing.assert_array_equal(image, want_image)
+        np.testing.assert_array_equal(labels, want_labels)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a record has a shape other than"):
+        list(tfrecord_dataset(path, num_classes=3))
