@@ -66,9 +66,28 @@ def check_data_args(parser, args):
 
 
 def record(args):
-    """What ``model.json`` keeps: enough to rebuild the model and its data."""
+    """What ``model.json`` keeps: enough to rebuild the model and its data, and the name
+    of each class (COCO's category names, or the synthetic shapes) for pictures."""
     return {"model": "retinanet", "image_size": args.image_size, "classes": args.classes,
-            "max_boxes": args.max_boxes}
+            "max_boxes": args.max_boxes, "class_names": _class_names(args)}
+
+
+def _class_names(args):
+    from spatial_tf import data as stdata
+
+    if args.data is None:
+        return list(stdata.DETECTION_CLASSES[:args.classes])
+    return list(stdata.load_coco(args.annotations, args.data).class_names)
+
+
+def class_names(rec, synthetic):
+    """The class names ``model.json`` recorded; for a model dir written before they
+    were, the synthetic shapes' names on ``synthetic`` images, else None (numbers)."""
+    from spatial_tf.data import DETECTION_CLASSES
+
+    if "class_names" in rec:
+        return list(rec["class_names"])
+    return list(DETECTION_CLASSES[:rec["classes"]]) if synthetic else None
 
 
 def build_model(rec):
@@ -105,6 +124,8 @@ def _check_record(prog, model_dir, rec):
     from spatial_tf.commands import volumes
 
     existing = volumes.read_record(model_dir)
+    if existing is not None and "class_names" not in existing:  # written before names were
+        rec = {k: v for k, v in rec.items() if k != "class_names"}
     if existing is not None and existing != rec:
         diff = ", ".join(f"{k} {existing.get(k)} (asked {rec.get(k)})"
                          for k in sorted(set(rec) | set(existing)) if existing.get(k) != rec.get(k))
@@ -129,8 +150,8 @@ def run_train(args):
     import spatial_tf
     from spatial_tf import data, detection, train
 
-    rec = record(args)
     try:
+        rec = record(args)
         existing = _check_record(prog, args.model_dir, rec)
         examples = dataset(rec, args.data, args.annotations)
     except (ValueError, OSError) as e:
@@ -218,10 +239,7 @@ def run_evaluate(args, rec, latest):
         return fail(prog, str(e))
     model, predict = _detector(rec, args.cores)
     step = restore(model, latest)
-    from spatial_tf.data import DETECTION_CLASSES
-
-    names = list(DETECTION_CLASSES[:rec["classes"]]) if args.data is None else None
-    evaluator = DetectionEvaluator(rec["classes"], class_names=names)
+    evaluator = DetectionEvaluator(rec["classes"], class_names=class_names(rec, synthetic=args.data is None))
     count = 0
     for images, labels in held_out.batch(1):
         evaluator.update({k: v.numpy() for k, v in labels.items()}, predict(images))
@@ -242,7 +260,7 @@ def run_predict(args, rec, latest):
 
     from spatial_tf.commands.shared import restore
     from spatial_tf.commands.options import fail
-    from spatial_tf.data import DETECTION_CLASSES, synthetic_detection_image
+    from spatial_tf.data import synthetic_detection_image
     from spatial_tf.detection.drawing import draw_detections
     from spatial_tf.commands.outputs import check_file, model_dir_inputs, write_atomically
 
@@ -258,13 +276,13 @@ def run_predict(args, rec, latest):
         image, labels = synthetic_detection_image(size, seed=HELD_OUT_SEED + args.index,
                                                   num_classes=rec["classes"],
                                                   max_boxes=rec["max_boxes"])
-        names = list(DETECTION_CLASSES[:rec["classes"]])
     else:
         try:
             image = _read_image(args.input, size)
         except (ValueError, OSError) as e:
             return fail(prog, str(e))
-        labels, names = None, None
+        labels = None
+    names = class_names(rec, synthetic=args.input is None)
     model, predict = _detector(rec, 1)
     step = restore(model, latest)
     found = predict(image[None].astype(np.float32))

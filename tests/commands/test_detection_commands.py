@@ -62,7 +62,8 @@ def test_train_resume_evaluate_predict(tmp_path, capsys):
     assert re.search(r"step 1: loss \d+\.\d{4} \(class \d+\.\d{4}, box \d+\.\d{4}\)", out)
     with open(os.path.join(model_dir, "model.json")) as f:
         assert json.load(f) == {"model": "retinanet", "image_size": 64, "classes": 3,
-                                "max_boxes": 32}
+                                "max_boxes": 32,
+                                "class_names": ["rectangle", "ellipse", "triangle"]}
     assert main(base + ["--steps", "2"]) == 0          # resumes at 1: one more step
     assert "step 2: loss" in capsys.readouterr().out
     assert sorted(f for f in os.listdir(model_dir) if f.endswith(".index")) == [
@@ -86,3 +87,34 @@ def test_train_resume_evaluate_predict(tmp_path, capsys):
     import matplotlib.image
 
     assert matplotlib.image.imread(png).shape[:2] == (64, 64)
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_coco_category_names_are_recorded_and_name_the_predicted_boxes(tmp_path, capsys):
+    from spatial_tf.data import synthetic_detection_image, write_coco
+
+    examples = [synthetic_detection_image(64, seed=s, num_classes=2, max_boxes=4)
+                for s in range(2)]
+    annotations = write_coco(tmp_path / "coco", examples, ["cat", "dog"])
+    model_dir = str(tmp_path / "det")
+    assert main(["train", "retinanet", "--model-dir", model_dir, "--image-size", "64",
+                 "--classes", "2", "--cores", "2", "--steps", "1", "--no-progress",
+                 "--data", str(tmp_path / "coco" / "images"),
+                 "--annotations", annotations]) == 0
+    with open(os.path.join(model_dir, "model.json")) as f:
+        assert json.load(f)["class_names"] == ["cat", "dog"]
+    capsys.readouterr()
+    assert main(["evaluate", "--model-dir", model_dir, "--volumes", "2",
+                 "--data", str(tmp_path / "coco" / "images"), "--annotations", annotations]) == 0
+    values = dict(re.findall(r"^ *(\S+)  (\S+)$", capsys.readouterr().out, re.M))
+    assert {"AP/cat", "AP/dog"} <= set(values)
+
+
+def test_a_model_dir_written_without_class_names_keeps_numbers_for_other_images():
+    from spatial_tf.commands.detection import class_names
+
+    old = {"model": "retinanet", "image_size": 64, "classes": 3, "max_boxes": 32}
+    assert class_names(old, synthetic=True) == ["rectangle", "ellipse", "triangle"]
+    assert class_names(old, synthetic=False) is None
+    assert class_names({**old, "class_names": ["a", "b", "c"]}, synthetic=True) == ["a", "b", "c"]
