@@ -2,52 +2,47 @@
 
 On TPU, ``tf.compat.v1.tpu.outside_compilation(fn, *args)`` runs ``fn`` on the host in
 the middle of the step. The emulator compiles each step as one XLA program and cannot
-hand part of it to the host, so ``fn`` is traced into the program, as TensorFlow itself
-does outside a TPU: ops XLA compiles work as on TPU; for an op XLA cannot compile
-(``tf.py_function``, printing through Python), ``explain`` turns the compile error into one
-that says why the emulator refuses what a TPU would run, and what to do.
+hand part of it to the host. Outside a TPU computation TensorFlow itself runs ``fn``
+inline (``tensorflow/python/tpu/tpu_replication.py``), so ``fn`` is traced into the
+program: ops XLA compiles work as on TPU; for an op XLA cannot compile
+(``tf.py_function``, printing through Python), ``explain`` turns the compile error into
+one that says why the emulator refuses what a TPU would run, and what to do. Which ops
+came from ``outside_compilation`` is read from each op's traceback, so nothing in
+TensorFlow is replaced.
 
 >>> import tensorflow as tf
->>> with watching() as created:
-...     g = tf.Graph()
-...     with g.as_default():
-...         _ = tf.compat.v1.tpu.outside_compilation(lambda: tf.constant(1.0, name="on_host"))
->>> sorted(created)
-['on_host']
+>>> g = tf.Graph()
+>>> with g.as_default():
+...     inside = tf.compat.v1.tpu.outside_compilation(lambda: tf.constant(1.0, name="on_host"))
+...     outside = tf.constant(2.0, name="in_step")
+>>> made_by_outside_compilation(inside.op), made_by_outside_compilation(outside.op)
+(True, False)
 """
-import contextlib
-
-import tensorflow as tf
+import os
 
 from spatial_tf.emulator.errors import CompileError
 
-__all__ = ["watching", "explain"]
+__all__ = ["made_by_outside_compilation", "explain"]
+
+_TPU_DIR = os.sep + os.path.join("tensorflow", "python", "tpu") + os.sep
 
 
-@contextlib.contextmanager
-def watching():
-    """Inside: ``tf.compat.v1.tpu.outside_compilation`` runs its function inline and
-    records the names of the ops it creates in the yielded set."""
-    created = set()
-    original = tf.compat.v1.tpu.outside_compilation
+def made_by_outside_compilation(op) -> bool:
+    """True if ``op`` was created inside ``tpu.outside_compilation``'s function."""
+    return any(frame.name == "outside_compilation" and _TPU_DIR in frame.filename
+               for frame in op.traceback)
 
-    def inline(computation, *args, **kwargs):
-        graph = tf.compat.v1.get_default_graph()
-        before = {op.name for op in graph.get_operations()}
-        result = computation(*args, **kwargs)
-        created.update(op.name for op in graph.get_operations() if op.name not in before)
-        return result
 
-    tf.compat.v1.tpu.outside_compilation = inline
+def explain(error, graph):
+    """A ``CompileError`` about ``outside_compilation`` if ``error``'s op in ``graph`` (the
+    traced step's) was made inside it; otherwise ``error`` itself."""
+    if not isinstance(error, CompileError):
+        return error
     try:
-        yield created
-    finally:
-        tf.compat.v1.tpu.outside_compilation = original
-
-
-def explain(error, created):
-    """A ``CompileError`` about ``outside_compilation`` if ``error``'s op is in ``created``."""
-    if not isinstance(error, CompileError) or error.op_name not in created:
+        op = graph.get_operation_by_name(error.op_name)
+    except (KeyError, ValueError, TypeError):
+        return error
+    if not made_by_outside_compilation(op):
         return error
     return CompileError(
         f"{error.function}: TensorFlow op {error.op_type} (node '{error.op_name}') is inside "

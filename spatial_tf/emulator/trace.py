@@ -298,25 +298,24 @@ def outline(fn, args=(), kwargs=None, *, signature=None, context=None):
     (TensorSpec(shape=(None, 3), dtype=tf.float32, name=None),)
     """
     signature = signature or CallSignature(args, kwargs)
-    name, _, concrete, recorded, _ = _graph(fn, signature, context)
+    name, _, concrete, recorded = _graph(fn, signature, context)
     return Outline(name, signature, concrete, tuple(_captures(name, concrete)),
                    summaries=tuple(recorded))
 
 
 def _graph(fn, signature, context):
     """``fn`` wrapped as the program's function and traced for ``signature``:
-    ``(name, jit_function, concrete_function, recorded_summaries, host_ops_used)``."""
+    ``(name, jit_function, concrete_function, recorded_summaries)``."""
     name = function_name(fn)
     python_fn = getattr(fn, "python_function", fn)
-    recorded, outside_compilation = [], set()
+    recorded = []
 
     def step(*tensors):
         call_args, call_kwargs = signature.bind(tensors)
         with context() if context is not None else contextlib.nullcontext(), \
-                summaries.recording() as seen, host_ops.watching() as on_host:
+                summaries.recording() as seen:
             outputs = python_fn(*call_args, **call_kwargs)
         recorded[:] = seen
-        outside_compilation.update(on_host)
         if not seen:
             return outputs
         # the summaries' values and steps become results of the program (written later)
@@ -326,7 +325,7 @@ def _graph(fn, signature, context):
     step.__name__ = getattr(python_fn, "__name__", "step").replace("<", "").replace(">", "")
     jit = tf.function(step, jit_compile=True)
     concrete = jit.get_concrete_function(*signature.specs)
-    return name, jit, concrete, recorded, outside_compilation
+    return name, jit, concrete, recorded
 
 
 def trace(fn, args=(), kwargs=None, *, signature=None, context=None):
@@ -354,7 +353,7 @@ def trace(fn, args=(), kwargs=None, *, signature=None, context=None):
                 f"(dataset.batch(n, drop_remainder=True), set_shape()), or call the step "
                 f"through strategy.run, which compiles it for each size it meets."
             )
-    name, jit, concrete, recorded, outside_compilation = _graph(fn, signature, context)
+    name, jit, concrete, recorded = _graph(fn, signature, context)
     captures = tuple(_captures(name, concrete))
     try:
         hlo = jit.experimental_get_compiler_ir(*signature.specs)(stage="hlo_serialized")
@@ -362,7 +361,7 @@ def trace(fn, args=(), kwargs=None, *, signature=None, context=None):
         explained = errors.from_tensorflow_error(name, e)
         if explained is None:
             raise
-        raise host_ops.explain(explained, outside_compilation) from e
+        raise host_ops.explain(explained, concrete.graph) from e
     traced = Traced(name, signature, concrete, hlo, captures, summaries=tuple(recorded))
     dynamic = errors.dynamic_shape_error(name, traced.module)
     if dynamic is not None:
