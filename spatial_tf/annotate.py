@@ -184,9 +184,9 @@ def _resolve_target(strategy, num_cores_per_replica):
         if layout is not None:
             return _AnnotationTarget(layout.num_cores_per_replica, partitioned=True)
         strategy = tf.distribute.get_strategy()
-    if hasattr(strategy, "experimental_split_to_logical_devices"):
-        if hasattr(strategy, "num_cores_per_replica"):  # spatial_tf.Emulator
-            return _AnnotationTarget(strategy.num_cores_per_replica, partitioned=True)
+    if isinstance(strategy, context.EmulatedLayout):
+        return _AnnotationTarget(strategy.num_cores_per_replica, partitioned=True)
+    if isinstance(strategy, context.TPUStrategyLike):
         return _StrategyTarget(strategy)
     if num_cores_per_replica is None:
         return None

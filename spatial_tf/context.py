@@ -1,8 +1,14 @@
-"""Which logical-device layout is active: a small thread-local stack.
+"""What ``spatial_tf.split`` partitions for, told apart by type.
 
-Strategy-like objects that are not a ``tf.distribute.TPUStrategy`` (the CPU emulator)
-push themselves here while their ``scope()`` or ``run()`` is active, so that
-``spatial_tf.split`` called with no ``strategy`` annotates for their core count.
+- ``TPUStrategyLike``: ``tf.distribute.TPUStrategy`` (and its experimental name); split
+  calls its ``experimental_split_to_logical_devices`` and friends. A stand-in for tests
+  registers itself: ``TPUStrategyLike.register(FakeTPUStrategy)``.
+- ``EmulatedLayout``: the base class of ``spatial_tf.Emulator``; split annotates for its
+  ``num_cores_per_replica``.
+- the active layout, a small thread-local stack: the emulator pushes itself while it
+  traces or runs a step (also where no strategy scope is entered, e.g. the plain
+  TensorFlow reference run of ``compare``), so split with no ``strategy`` annotates for
+  its core count.
 
 >>> from spatial_tf import context
 >>> class Layout:
@@ -13,10 +19,30 @@ push themselves here while their ``scope()`` or ``run()`` is active, so that
 >>> context.current_layout() is None
 True
 """
+import abc
 import contextlib
 import threading
 
+import tensorflow as tf
+
+__all__ = ["TPUStrategyLike", "EmulatedLayout", "current_layout", "logical_device_scope"]
+
 _state = threading.local()
+
+
+class TPUStrategyLike(abc.ABC):
+    """``isinstance(s, TPUStrategyLike)``: ``s`` is a TPUStrategy (or registered as one)."""
+
+
+TPUStrategyLike.register(tf.distribute.TPUStrategy)
+TPUStrategyLike.register(tf.distribute.experimental.TPUStrategy)
+
+
+class EmulatedLayout:
+    """Base of layouts partitioned on CPU (``spatial_tf.Emulator``); subclasses have
+    ``num_cores_per_replica``, ``num_replicas`` and ``devices``."""
+
+    num_cores_per_replica: int
 
 
 def _stack():

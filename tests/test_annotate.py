@@ -179,6 +179,7 @@ def test_eager_annotation_is_identity():
 # ---------------------------------------------------------------- TPUStrategy dispatch
 
 
+@context.TPUStrategyLike.register
 class FakeTPUStrategy:
     """Stands in for TPUStrategy: records the calls split() makes."""
 

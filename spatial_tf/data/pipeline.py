@@ -17,6 +17,7 @@ import numbers
 
 import tensorflow as tf
 
+from spatial_tf import context
 from spatial_tf._tf_internals import tpu_layout
 from spatial_tf.spec import flatten_with_paths, infer_num_cores, parse, validate
 
@@ -110,9 +111,8 @@ def check_static(element_spec: Any) -> None:
 
 def _cores(strategy):
     """The cores per replica ``strategy`` splits over; None for a non-partitioning one."""
-    cores = getattr(strategy, "num_cores_per_replica", None)  # spatial_tf.Emulator
-    if isinstance(cores, int):
-        return cores
-    if hasattr(strategy, "experimental_split_to_logical_devices"):  # TPUStrategy
+    if isinstance(strategy, context.EmulatedLayout):
+        return strategy.num_cores_per_replica
+    if isinstance(strategy, context.TPUStrategyLike):
         return tpu_layout(strategy).num_cores_per_replica
     return None

@@ -100,7 +100,7 @@ def _tracing(emulator):
         yield
 
 
-class Emulator(tf.distribute.Strategy):
+class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
     """``TPUStrategy`` on virtual CPU devices, partitioned by XLA's SPMD partitioner.
 
     Args:

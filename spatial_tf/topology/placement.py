@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf._tf_internals import tpu_device_assignment
+from spatial_tf.context import EmulatedLayout
 from spatial_tf.spec import Assign, PartialTile, Tile, inputs_and_spec, validate
 from spatial_tf.spec.validation import looks_like_spec
 from spatial_tf.spec.paths import flatten_with_paths
@@ -51,10 +52,6 @@ def as_device_assignment(obj: Any) -> tf.tpu.experimental.DeviceAssignment:
     )
 
 
-def _is_emulator(obj):
-    return all(hasattr(obj, a) for a in ("num_replicas", "num_cores_per_replica", "devices"))
-
-
 def describe(layout: Any, inputs: Any = None, spec: Any = None) -> str:
     """Return a text table: replica x logical core -> where it runs.
 
@@ -69,7 +66,7 @@ def describe(layout: Any, inputs: Any = None, spec: Any = None) -> str:
         inputs, spec = inputs_and_spec(inputs, spec, "describe")
     elif spec is None and looks_like_spec(inputs):  # describe(da, spec): the older order
         inputs, spec = None, inputs
-    if _is_emulator(layout) and not isinstance(layout, tf.tpu.experimental.DeviceAssignment):
+    if isinstance(layout, EmulatedLayout):
         return _describe_emulator(layout, _columns(inputs, spec, layout.num_cores_per_replica))
     da = as_device_assignment(layout)
     columns = _columns(inputs, spec, da.num_cores_per_replica)
