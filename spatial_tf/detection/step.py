@@ -24,6 +24,7 @@ from spatial_tf.detection.anchors import AnchorConfig
 from spatial_tf.detection.losses import detection_loss
 from spatial_tf.detection.matching import match
 from spatial_tf.spec import parse
+from spatial_tf.steps import make_gradient_step
 
 __all__ = ["make_detection_train_step", "make_detection_predict_step", "check_model"]
 
@@ -105,31 +106,23 @@ def make_detection_train_step(model: Any, optimizer: Any, spec: Any = None,
     num_classes = check_model(model, anchors)
     grids = anchors.grids(tuple(model.input_shape[1:3]))
 
-    def step(batch):
+    def compute_losses(batch):
         leaf = _image_leaf(batch, spec)
         image, labels = split(batch, spec) if spec is not None else batch
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        with tf.GradientTape() as tape:
-            outputs = model(image, training=True)
-            dtype = outputs["box_deltas"][0].dtype
-            labels = {"boxes": tf.cast(labels["boxes"], dtype), "classes": labels["classes"]}
-            targets = match([g.astype(dtype.as_numpy_dtype) for g in grids], labels,
-                            positive_iou=positive_iou, negative_iou=negative_iou,
-                            variances=variances)
-            targets = [{k: _split_like_image(v, leaf) for k, v in t.items()} for t in targets]
-            losses = detection_loss(outputs["class_logits"], outputs["box_deltas"], targets,
-                                    num_classes, alpha=alpha, gamma=gamma,
-                                    huber_delta=huber_delta, box_weight=box_weight)
-            scaled = losses["loss"] / replicas
-        grads = tape.gradient(scaled, model.trainable_variables)
-        if spec is not None:
-            # Whole on every core, like the weights: otherwise XLA may tile a small kernel's
-            # gradient (and so the weight) along its window axes, unevenly.
-            grads = split(grads, [None] * len(grads))
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        outputs = model(image, training=True)
+        dtype = outputs["box_deltas"][0].dtype
+        labels = {"boxes": tf.cast(labels["boxes"], dtype), "classes": labels["classes"]}
+        targets = match([g.astype(dtype.as_numpy_dtype) for g in grids], labels,
+                        positive_iou=positive_iou, negative_iou=negative_iou,
+                        variances=variances)
+        targets = [{k: _split_like_image(v, leaf) for k, v in t.items()} for t in targets]
+        losses = detection_loss(outputs["class_logits"], outputs["box_deltas"], targets,
+                                num_classes, alpha=alpha, gamma=gamma,
+                                huber_delta=huber_delta, box_weight=box_weight)
         return {k: losses[k] for k in ("loss", "class_loss", "box_loss")}
 
-    return step
+    # gradients whole on every core under a spec, like the weights (see make_gradient_step)
+    return make_gradient_step(model, optimizer, compute_losses, whole_gradients=spec is not None)
 
 
 def make_detection_predict_step(model: Any, spec: Any = None) -> Callable:

@@ -31,6 +31,7 @@ import tensorflow as tf
 from spatial_tf.planning import candidates as candidates_lib
 from spatial_tf.planning.budgets import Budget, parse_budget
 from spatial_tf.planning.compile import compile_candidate
+from spatial_tf.steps import make_gradient_step, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
 from spatial_tf.table import format_bytes, format_table
@@ -243,19 +244,19 @@ def _model_step(model, loss, optimizer):
             return model.train_step((image, labels))
 
         return fit_step
-    if loss is None:
-        from spatial_tf.losses import segmentation_loss as loss
-    elif isinstance(loss, str):
-        loss = keras.losses.get(loss)
     optimizer = keras.optimizers.get(optimizer if optimizer is not None else "adam")
     optimizer.build(model.trainable_variables)
+    if loss is None:   # the segmentation step spatial_tf.train runs
+        from spatial_tf.losses import segmentation_loss
+
+        step = make_gradient_step(model, optimizer, segmentation_losses(model, segmentation_loss))
+    else:
+        loss = keras.losses.get(loss) if isinstance(loss, str) else loss
+        step = make_gradient_step(model, optimizer, lambda batch: {
+            "loss": loss(batch[1], model(batch[0], training=True))})
 
     def train_step(image, labels):
-        with tf.GradientTape() as tape:
-            value = loss(labels, model(image, training=True))
-        grads = tape.gradient(value, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return value
+        return step((image, labels))["loss"]
 
     return train_step
 

@@ -10,22 +10,11 @@
 """
 import tensorflow as tf
 
-from spatial_tf import losses, metrics
-from spatial_tf.annotate import split
+from spatial_tf import metrics
 from spatial_tf.losses import segmentation_loss  # kept importable from here
+from spatial_tf.steps import make_gradient_step, segmentation_losses, split_segmentation_batch
 
 __all__ = ["make_train_step", "make_eval_step", "segmentation_loss"]
-
-
-def _unpack(batch, spec):
-    if spec is not None:
-        batch = split(batch, spec if len(batch) == len(spec) else list(spec) + [spec[-1]])
-    if len(batch) == 2:
-        return batch[0], batch[1], None
-    if len(batch) == 3:
-        return batch
-    raise ValueError(f"train step: a batch has {len(batch)} parts; expected (image, labels) or "
-                     f"(image, labels, mask).")
 
 
 def make_train_step(model, optimizer, spec=None, loss_fn=segmentation_loss):
@@ -42,25 +31,13 @@ def make_train_step(model, optimizer, spec=None, loss_fn=segmentation_loss):
     gradients over replicas gives the gradient of the mean; the returned ``loss`` is this
     replica's unscaled mean, ``dice`` its mean hard Dice.
     """
-    def step(batch):
-        image, labels, mask = _unpack(tuple(batch), spec)
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        with tf.GradientTape() as tape:
-            logits = model(image, training=True)
-            loss = loss_fn(labels, logits, mask)
-            scaled = loss / replicas
-        grads = tape.gradient(scaled, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        _, dice = metrics.dice_score(labels, tf.cast(logits, tf.float32), mask=mask)
-        return {"loss": loss, "dice": dice}
-
-    return step
+    return make_gradient_step(model, optimizer, segmentation_losses(model, loss_fn, spec))
 
 
 def make_eval_step(model, spec=None):
     """``step(batch) -> per-class Dice`` (float32 vector) without training."""
     def step(batch):
-        image, labels, mask = _unpack(tuple(batch), spec)
+        image, labels, mask = split_segmentation_batch(tuple(batch), spec)
         per_class, _ = metrics.dice_score(labels, tf.cast(model(image, training=False), tf.float32),
                                           mask=mask)
         return per_class
