@@ -77,7 +77,18 @@ def load_coco(annotation_file: PathLike, image_dir: PathLike,
         category id; the message names the file, the entry and the fix.
     """
     path = os.fspath(annotation_file)
-    image_dir = os.fspath(image_dir)
+    content = _read_json(path)
+    names, category_ids = _categories(content, path, categories)
+    files, sizes, index = _images(content, path, os.fspath(image_dir))
+    boxes, classes = _annotations(content, path, index, sizes, category_ids, categories)
+    return CocoData(files, np.asarray(sizes, np.int64).reshape(-1, 2),
+                    [np.asarray(b, np.float32).reshape(-1, 4) for b in boxes],
+                    [np.asarray(c, np.int32) for c in classes], list(index), category_ids,
+                    [names[c] for c in category_ids])
+
+
+def _read_json(path):
+    """The annotation file's content, checked to have COCO's three lists."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such annotation file. Expected a COCO instances "
                                 f"JSON there. Fix: check the path (relative paths start at "
@@ -97,6 +108,11 @@ def load_coco(annotation_file: PathLike, image_dir: PathLike,
             raise ValueError(f"{path}: has no list '{key}'; expected a COCO instances file "
                              f"with 'images', 'annotations' and 'categories'. Fix: add "
                              f"'{key}' (an empty list if there are none) or re-export the file.")
+    return content
+
+
+def _categories(content, path, categories):
+    """``({id: name}, the ids that become classes 0, 1, ...)``."""
     file_ids = []
     names = {}
     for i, category in enumerate(content["categories"]):
@@ -115,9 +131,13 @@ def load_coco(annotation_file: PathLike, image_dir: PathLike,
             raise ValueError(f"load_coco: categories lists id {missing[0]}, which {path} does "
                              f"not define (its ids: {sorted(file_ids)}). Fix: pass ids from "
                              f"the file's 'categories'.")
-    to_class = {c: k for k, c in enumerate(category_ids)}
 
-    files, sizes, image_ids, index = [], [], [], {}
+    return names, category_ids
+
+
+def _images(content, path, image_dir):
+    """``(image files, (height, width) each, {image id: position})``."""
+    files, sizes, index = [], [], {}
     for i, image in enumerate(content["images"]):
         ok = isinstance(image, dict) and _int_id(image.get("id")) \
             and isinstance(image.get("file_name"), str) \
@@ -136,9 +156,14 @@ def load_coco(annotation_file: PathLike, image_dir: PathLike,
                                     f"the folder the file names are relative to as image_dir.")
         files.append(file)
         sizes.append((image["height"], image["width"]))
-        image_ids.append(image["id"])
-    boxes: List[List[Any]] = [[] for _ in files]
-    classes: List[List[int]] = [[] for _ in files]
+    return files, sizes, index
+
+
+def _annotations(content, path, index, sizes, category_ids, categories):
+    """Per image: its boxes (clipped; degenerate and crowd ones dropped) and classes."""
+    to_class = {c: k for k, c in enumerate(category_ids)}
+    boxes: List[List[Any]] = [[] for _ in sizes]
+    classes: List[List[int]] = [[] for _ in sizes]
     for i, annotation in enumerate(content["annotations"]):
         if not isinstance(annotation, dict):
             raise ValueError(f"{path}: annotations[{i}] is {_short(annotation)}; expected an "
@@ -176,10 +201,7 @@ def load_coco(annotation_file: PathLike, image_dir: PathLike,
         if box[2] > box[0] and box[3] > box[1]:  # degenerate after clipping: dropped
             boxes[j].append(box)
             classes[j].append(to_class[category])
-    return CocoData(files, np.asarray(sizes, np.int64).reshape(-1, 2),
-                    [np.asarray(b, np.float32).reshape(-1, 4) for b in boxes],
-                    [np.asarray(c, np.int32) for c in classes], image_ids, category_ids,
-                    [names[c] for c in category_ids])
+    return boxes, classes
 
 
 def _int_id(value):
