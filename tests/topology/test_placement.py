@@ -110,6 +110,22 @@ def test_describe_an_emulator_with_hosts_shows_which_host_feeds_each_replica():
         (0, 0, 0), (1, 0, 0), (2, 1, 0), (3, 1, 0)]
 
 
+@pytest.mark.emulator
+def test_describe_an_emulator_of_a_named_slice_shows_the_task_of_every_core():
+    from spatial_tf.emulator import Emulator
+
+    # v3-32, 8 cores per replica: TensorFlow's ring visits the 4 hosts as tasks 0, 1, 3, 2
+    lines = describe(Emulator(num_cores_per_replica=8, topology="v3-32")).splitlines()
+    assert lines[:2] == [
+        "4 replica(s) x 8 logical core(s) on the CPU emulator (32 virtual CPU devices, 4 "
+        "hosts with 1 replica(s) each) as on v3-32",
+        "host: the input pipeline feeding the replica, run by task 0, 1, 3, 2 for host 0 to "
+        "3; task: the TPU host of the core"]
+    assert lines[2].split() == ["replica", "host", "core", "task", "virtual", "device"]
+    rows = [tuple(int(x) for x in line.split()[:4]) for line in lines[4:]]
+    assert rows == [(r, r, c, (0, 1, 3, 2)[r]) for r in range(4) for c in range(8)]
+
+
 def test_spec_first_order_still_works_and_warns():
     da = device_assignment(synthetic("v3-8"), num_cores_per_replica=8)
     spec = {"image": [1, 2, 4, 1]}
