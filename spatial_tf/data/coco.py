@@ -246,6 +246,22 @@ def coco_dataset(annotation_file: PathLike, image_dir: PathLike, max_boxes: int 
       An image whose decoded size differs from its annotation stops the pipeline with an
       ``InvalidArgumentError`` naming it.
     """
+    image_size = _check_dataset_args(max_boxes, image_size, resize)
+    path = os.fspath(annotation_file)
+    data = load_coco(path, image_dir, categories)
+    if not data.files:
+        raise ValueError(f"{path}: lists no images; expected at least one. Fix: check that "
+                         f"this is the right annotation file.")
+    target, new_sizes = _sizes(data, image_size, resize)
+    boxes, classes = _labels(data, new_sizes, max_boxes, path)
+    ds = tf.data.Dataset.from_tensor_slices((
+        data.files, data.sizes.astype(np.int32), new_sizes, boxes, classes))
+    return ds.map(_loader(target, resize), num_parallel_calls=tf.data.AUTOTUNE,
+                  deterministic=True)
+
+
+def _check_dataset_args(max_boxes, image_size, resize):
+    """``image_size`` as a tuple (or None), after checking ``coco_dataset``'s options."""
     if isinstance(max_boxes, bool) or not isinstance(max_boxes, numbers.Integral) or max_boxes < 1:
         raise ValueError(f"coco_dataset: max_boxes is {max_boxes!r}; expected an int >= 1.")
     if resize not in (None, "fit"):
@@ -258,11 +274,11 @@ def coco_dataset(annotation_file: PathLike, image_dir: PathLike, max_boxes: int 
     elif resize == "fit":
         raise ValueError("coco_dataset: resize='fit' needs image_size=(height, width), the "
                          "size to fit the images into. Fix: pass image_size.")
-    path = os.fspath(annotation_file)
-    data = load_coco(path, image_dir, categories)
-    if not data.files:
-        raise ValueError(f"{path}: lists no images; expected at least one. Fix: check that "
-                         f"this is the right annotation file.")
+    return image_size
+
+
+def _sizes(data, image_size, resize):
+    """``(target (height, width), each image's size once resized)``."""
     target = image_size or tuple(int(s) for s in data.sizes[0])
     if resize is None:
         for file, size in zip(data.files, data.sizes):
@@ -278,6 +294,11 @@ def coco_dataset(annotation_file: PathLike, image_dir: PathLike, max_boxes: int 
         scale = np.min(np.asarray(target, np.float64) / data.sizes, axis=1, keepdims=True)
         new_sizes = np.minimum(np.maximum(np.floor(data.sizes * scale + 0.5), 1),
                                np.asarray(target)).astype(np.int32)
+    return target, new_sizes
+
+
+def _labels(data, new_sizes, max_boxes, path):
+    """Boxes scaled to the new sizes and padded to ``max_boxes`` rows, and classes."""
     # boxes scale per axis as the pixels do: by new size / old size
     scales = np.concatenate([new_sizes / data.sizes] * 2, axis=1).astype(np.float32)
     padded_boxes, padded_classes, cut = [], [], 0
@@ -289,7 +310,12 @@ def coco_dataset(annotation_file: PathLike, image_dir: PathLike, max_boxes: int 
     if cut:
         warnings.warn(f"{path}: {cut} image(s) have more than max_boxes={max_boxes} boxes; "
                       f"kept the {max_boxes} largest of each. Pass a larger max_boxes to keep "
-                      f"them all.", stacklevel=2)
+                      f"them all.", stacklevel=3)   # the user's coco_dataset call
+    return np.stack(padded_boxes), np.stack(padded_classes)
+
+
+def _loader(target, resize):
+    """The map from ``(file, size, new_size, boxes, classes)`` to an example."""
     height, width = target
 
     @tf.autograph.experimental.do_not_convert  # plain TF ops: tracing as is is faster
@@ -309,10 +335,7 @@ def coco_dataset(annotation_file: PathLike, image_dir: PathLike, max_boxes: int 
         image = tf.ensure_shape(tf.clip_by_value(image, 0.0, 1.0), (height, width, 3))
         return image, {"boxes": boxes, "classes": classes}
 
-    ds = tf.data.Dataset.from_tensor_slices((
-        data.files, data.sizes.astype(np.int32), new_sizes, np.stack(padded_boxes),
-        np.stack(padded_classes)))
-    return ds.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return load
 
 
 def write_coco(directory: PathLike, examples: Iterable[Tuple[Any, Dict[str, Any]]],
