@@ -86,15 +86,8 @@ def run(args):
     from spatial_tf import logs
 
     logs.start_tensorflow()  # its start-up lines stay hidden (SPATIAL_TF_VERBOSE=1)
-    with logs.quiet():
-        import keras
-
-    import numpy as np
-
     import spatial_tf
-    from spatial_tf import data, train
-    from spatial_tf.commands.predict import slice_png
-    from spatial_tf.models import unet3d
+    from spatial_tf import data
 
     spec = make_spec(args.cores)
     shape = (args.size,) * 3
@@ -104,6 +97,31 @@ def run(args):
           f"{'x'.join(map(str, shape))} volumes, batch {args.batch}, {args.steps} steps\n")
     print("spec [image, labels]:", spec, "\n")
     print(spatial_tf.summary(batched.element_spec, spec, args.cores), "\n")
+
+    strategy, model, step_fn, last = _train(args, spec, shape, ds)
+    batch = next(iter(batched))
+    print(strategy.report(step_fn, args=(batch,)), "\n")
+    comparison = strategy.compare(step_fn, args=(batch,))
+    print(str(comparison).splitlines()[0])
+    _show_held_out(args, model, shape, last["step"])
+    if not comparison.ok:
+        print("\ndemo: the partitioned step does not match the unpartitioned one "
+              "(python -c 'import spatial_tf' and Emulator.compare show every row).",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _train(args, spec, shape, ds):
+    """Train the U-Net on the emulator; ``(strategy, model, its train step, last logs)``."""
+    from spatial_tf import logs
+
+    with logs.quiet():
+        import keras
+
+    import spatial_tf
+    from spatial_tf import data, train
+    from spatial_tf.models import unet3d
 
     strategy = spatial_tf.Emulator(num_cores_per_replica=args.cores)  # stands for TPUStrategy
     with strategy.scope():
@@ -124,13 +142,15 @@ def run(args):
     sys.stderr.flush()
     print(f"step {last['step']}: loss {last['loss']:.4f}, mean Dice {last['dice']:.3f}\n",
           flush=True)
+    return strategy, model, train.make_train_step(model, optimizer, spec, loss_fn), last
 
-    batch = next(iter(batched))
-    step_fn = train.make_train_step(model, optimizer, spec, loss_fn)
-    report = strategy.report(step_fn, args=(batch,))
-    print(report, "\n")
-    comparison = strategy.compare(step_fn, args=(batch,))
-    print(str(comparison).splitlines()[0])
+
+def _show_held_out(args, model, shape, step):
+    """Print the held-out Dice and write the PNG of one held-out volume."""
+    import numpy as np
+
+    from spatial_tf import data
+    from spatial_tf.commands.predict import slice_png
 
     volumes = [data.synthetic_ct(shape, seed=10000 + i, num_classes=CLASSES)
                for i in range(HELD_OUT)]
@@ -140,14 +160,8 @@ def run(args):
     print(held_out_dice(labels, logits))
     png = args.png or os.path.join(tempfile.mkdtemp(prefix="spatial_tf_demo_"), "slice.png")
     slice_png(png, windowed.numpy()[0, ..., 0], labels[0], np.argmax(logits[0], axis=-1),
-              title=f"held-out volume after {last['step']} steps, middle slice")
+              title=f"held-out volume after {step} steps")
     print(f"slice PNG (input / label / prediction): {png}")
-    if not comparison.ok:
-        print("\ndemo: the partitioned step does not match the unpartitioned one "
-              "(python -c 'import spatial_tf' and Emulator.compare show every row).",
-              file=sys.stderr)
-        return 1
-    return 0
 
 
 def held_out_dice(labels, logits) -> str:
