@@ -139,9 +139,11 @@ def run(args):
     model = model_fn(shape[1:]) if args.fit_sizes is None else model_fn(
         (args.fit_sizes[0],) * (len(shape) - 2) + shape[-1:])
     try:
-        result = planning.plan(model, shape, args.cores, budget, memory=args.memory,
-                               bf16=args.bf16, fit_sizes=args.fit_sizes, model_fn=model_fn,
-                               workers=args.workers, progress=not args.no_progress)
+        options = planning.PlanOptions(memory=args.memory, bf16=args.bf16,
+                                       fit_sizes=args.fit_sizes, workers=args.workers,
+                                       progress=not args.no_progress)
+        result = planning.plan(model, shape, args.cores, budget, options=options,
+                               training=planning.Training(model_fn=model_fn))
     except ValueError as e:
         return fail(prog, str(e))
     print(f"{args.model}: depth {args.depth}, {args.filters}-"

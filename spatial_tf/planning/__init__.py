@@ -18,11 +18,12 @@ from spatial_tf.planning.budgets import HBM_PER_DEVICE, RESERVE_FRACTION, Budget
 from spatial_tf.planning.candidates import candidate_specs
 from spatial_tf.planning.fit import LinearFit, fewest_cores, largest_edge
 from spatial_tf.planning.friendly import FriendlyPlans, plan_partition_friendly
+from spatial_tf.planning.options import PlanOptions, Training
 from spatial_tf.planning.plan import Candidate, Plan, plan
 from spatial_tf.planning.tpu_memory import TpuEstimate, padded_bytes
 
 __all__ = [
-    "plan", "Plan", "Candidate", "candidate_specs", "parse_budget", "Budget",
+    "plan", "Plan", "Candidate", "PlanOptions", "Training", "candidate_specs", "parse_budget", "Budget",
     "HBM_PER_DEVICE", "RESERVE_FRACTION", "LinearFit", "largest_edge", "fewest_cores",
     "padded_bytes", "TpuEstimate", "plan_partition_friendly", "FriendlyPlans",
 ]

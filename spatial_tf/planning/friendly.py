@@ -10,7 +10,8 @@ spec.
 >>> inputs = keras.Input((8, 8, 8, 1))
 >>> conv = keras.layers.Conv3D(2, 3, padding="same", name="conv")
 >>> model = keras.Model(inputs, conv(inputs), name="net")
->>> result = plan_partition_friendly(model, (1, 8, 8, 8, 1), 2, progress=False)
+>>> result = plan_partition_friendly(model, (1, 8, 8, 8, 1), 2,
+...                                  options=PlanOptions(progress=False))
 >>> [(c.path, c.after != "unchanged") for c in result.changes]
 [('net/conv', True)]
 >>> result.before.candidates[0].spec == result.after.candidates[0].spec
@@ -19,6 +20,7 @@ True
 import dataclasses
 from typing import Any, List
 
+from spatial_tf.planning.options import PlanOptions
 from spatial_tf.planning.plan import Plan, plan
 from spatial_tf.table import format_bytes, format_table
 
@@ -69,7 +71,7 @@ def plan_partition_friendly(model: Any, inputs: Any, num_cores_per_replica: int,
                             **plan_options) -> FriendlyPlans:
     """Plan ``model`` as written, make it partition-friendly in place, plan it again.
 
-    ``plan_options`` are ``plan``'s (``budget``, ``specs``, ``loss``, ...); both plans use
+    ``plan_options`` are ``plan``'s (``budget``, ``specs``, ``options``, ``training``); both plans use
     the same candidate specs, those of the first plan.
     """
     from spatial_tf.partition_friendly import partition_friendly

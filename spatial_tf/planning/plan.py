@@ -13,7 +13,8 @@ compiles (``fit_sizes``, ``fit.py``).
 >>> w = tf.Variable(tf.ones([3, 3, 3, 1, 2]))
 >>> def step(x):
 ...     return tf.reduce_sum(tf.nn.conv3d(x, w, [1] * 5, "SAME"))
->>> p = spatial_tf.plan(step, (2, 16, 16, 16, 1), 2, budget="64MiB", progress=False)
+>>> p = spatial_tf.plan(step, (2, 16, 16, 16, 1), 2, budget="64MiB",
+...                     options=PlanOptions(progress=False))
 >>> [(c.spec, c.halo_bytes > 0, c.fits) for c in p.candidates]
 [((2, 1, 1, 1, 1), False, True), ((1, 2, 1, 1, 1), True, True)]
 >>> print(p.why)  # doctest: +ELLIPSIS
@@ -34,12 +35,10 @@ from spatial_tf.planning.compile import compile_candidate
 from spatial_tf.steps import make_gradient_step, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
+from spatial_tf.planning.options import PlanOptions, Training, check_memory, from_keywords
 from spatial_tf.table import format_bytes, format_table
 
-__all__ = ["plan", "Plan", "Candidate"]
-
-MEMORY_BASES = ("tpu", "cpu")
-
+__all__ = ["plan", "Plan", "Candidate", "PlanOptions", "Training"]
 
 @dataclasses.dataclass
 class Candidate:
@@ -127,7 +126,7 @@ class Plan:
     def with_budget(self, budget: Any, *, memory: Optional[str] = None,
                     reserve: Optional[float] = None) -> "Plan":
         """The same compiles ranked against another ``budget`` (and memory basis)."""
-        memory = _check_memory(memory or self.memory)
+        memory = check_memory(memory or self.memory)
         budget = parse_budget(budget, reserve) if budget is not None else None
         found, recommended, why = _rank(self.candidates, budget, memory)
         return dataclasses.replace(self, budget=budget, memory=memory, candidates=found,
@@ -140,7 +139,7 @@ class Plan:
             raise ValueError(
                 f"Plan.at: this plan compiled {list(self.shape)} directly (fit_sizes=None); "
                 f"expected a fitted plan to predict other sizes. Fix: plan(..., "
-                f"fit_sizes=(16, 24, 32))."
+                f"options=PlanOptions(fit_sizes=(16, 24, 32)))."
             )
         shape = candidates_lib.check_shape(shape, "Plan.at")
         if len(shape) != len(self.shape):
@@ -165,7 +164,7 @@ class Plan:
             raise ValueError(
                 f"Plan.largest_edge: this plan has budget={self.budget} and fit_sizes="
                 f"{self.fit_sizes}; expected both. Fix: plan(..., budget='v3', "
-                f"fit_sizes=(16, 24, 32))."
+                f"options=PlanOptions(fit_sizes=(16, 24, 32)))."
             )
         best = (0, None)
         for c in self.candidates:
@@ -285,92 +284,108 @@ def _check_model_rank(model, volume):
 
 
 def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: Any = None, *,
-         specs: Optional[Sequence[Sequence[int]]] = None, loss: Any = None,
-         optimizer: Any = None, memory: str = "tpu", bf16: bool = False,
-         fit_sizes: Optional[Sequence[int]] = None, fit_check: Optional[int] = None,
-         model_fn: Optional[Callable] = None, workers: int = 1,
-         progress: Optional[bool] = None, symmetric: bool = True,
-         reserve: Optional[float] = None) -> Plan:
+         specs: Optional[Sequence[Sequence[int]]] = None,
+         options: Optional[PlanOptions] = None, training: Optional[Training] = None,
+         **deprecated: Any) -> Plan:
     """Compile every candidate spec and rank them; see the module docstring.
 
     Args:
       step_or_model: a step function called with the inputs, already split (do not split
-        them inside), or a Keras model. A model compiled with ``model.compile`` (and no
-        ``loss``/``optimizer`` given here) is planned as ``fit`` trains it: Keras'
-        ``model.train_step`` with its compiled loss, metrics and optimizer. Otherwise a
-        standard step with ``loss(labels, logits)`` (default: spatial_tf's cross-entropy
-        + soft Dice) and ``optimizer`` (default Adam).
+        them inside), or a Keras model, trained as ``training`` says (a model compiled
+        with ``model.compile`` is planned as ``fit`` trains it).
       inputs: shapes (tuples of ints), ``tf.TensorSpec`` s or tensors, one or a tuple /
         dict of them; the first of rank >= 3 is the volume whose spec is chosen. A model
         given one input gets sparse int32 labels of the volume's shape without channels.
         Nothing of these sizes is allocated.
       num_cores_per_replica: 1, 2, 4, ..., 128.
       budget: bytes per core, a size (``"16GiB"``) or a TPU slice (``"v3"``), see
-        ``budgets.parse_budget``; ``reserve`` overrides its reserve fraction.
+        ``budgets.parse_budget``.
       specs: the candidate specs of the volume (default: ``candidate_specs``).
-      memory: ``"tpu"`` (the TPU estimate) or ``"cpu"``: which peak the budget checks.
-      bf16: count activations as bfloat16 in the TPU estimate.
-      fit_sizes: cube edges to compile at; the figures at ``inputs``' size are then
-        predicted from ``bytes = a + b * voxels``. ``fit_check``: one more edge compiled
-        to report the fit's error. A Keras model of fixed input size needs ``model_fn(
-        input_shape) -> model`` to be rebuilt at those sizes.
-      workers: candidates compiled at once (threads; XLA compiles in parallel).
-      progress: a progress bar (tqdm) on stderr; default when stderr is a terminal.
-      symmetric: try one of the specs that only permute counts among equal spatial axes.
+      options: how candidates are measured and ranked (``PlanOptions``: memory basis,
+        bf16, a size fit, threads, progress, reserve).
+      training: how a Keras model is trained (``Training``: loss, optimizer, model_fn).
+      deprecated: the keyword arguments of earlier releases (``memory=``, ``fit_sizes=``,
+        ``loss=``, ...), folded into ``options`` / ``training`` with a warning.
     """
     start = time.perf_counter()
     from spatial_tf.spec.validation import check_num_cores_per_replica
 
+    options, training = from_keywords(options, training, deprecated)
     num_cores = check_num_cores_per_replica(num_cores_per_replica)
-    memory = _check_memory(memory)
-    budget = parse_budget(budget, reserve) if budget is not None else None
-    is_model = _is_model(step_or_model)
-    if not is_model and not callable(step_or_model):
-        raise TypeError(
-            f"plan: step_or_model is {type(step_or_model).__name__}; expected a step "
-            f"function or a Keras model. Fix: pass the function you give Emulator.run, or "
-            f"the model."
-        )
+    budget = parse_budget(budget, options.reserve) if budget is not None else None
+    is_model = _check_step_or_model(step_or_model)
     tree = input_specs(inputs, is_model)
     volume = volume_of(tree)
     shape = tuple(int(d) for d in volume.shape)
     if is_model:
         _check_model_rank(step_or_model, volume)
+        _check_fit_model(step_or_model, options, training)
     if specs is None:
-        specs = candidates_lib.candidate_specs(shape, num_cores, symmetric=symmetric)
+        specs = candidates_lib.candidate_specs(shape, num_cores, symmetric=options.symmetric)
     specs = [_check_spec(s, shape, num_cores) for s in specs]
-    if fit_sizes is not None:
-        fit_sizes = tuple(int(e) for e in fit_sizes)
-        if len(set(fit_sizes)) < 2:
-            raise ValueError(
-                f"plan: fit_sizes is {fit_sizes}; expected at least 2 different cube edges. "
-                f"Fix: e.g. fit_sizes=(16, 24, 32)."
-            )
-        if is_model and model_fn is None and any(d is not None for d in
-                                                 step_or_model.input_shape[1:-1]):
-            raise ValueError(
-                f"plan: fit_sizes needs the model at edges {fit_sizes}, but the model takes "
-                f"only {list(step_or_model.input_shape)}. Expected model_fn(input_shape) -> "
-                f"model to rebuild it. Fix: e.g. model_fn=lambda s: unet3d(s, ...)."
-            )
+    sizes = [None] if options.fit_sizes is None else \
+        list(options.fit_sizes) + ([options.fit_check] if options.fit_check else [])
+    steps = _steps_by_size(step_or_model, is_model, training, tree, volume, sizes)
+    name = "train_step" if is_model else getattr(step_or_model, "__name__", "step")
+    results = _measure(steps, name, tree, volume, specs, sizes, num_cores, options)
+    found = [_candidate(spec, num_cores, {e: results[(spec, e)] for e in sizes},
+                        options.fit_sizes, options.fit_check, shape) for spec in specs]
+    if not any(c.ok for c in found):
+        reasons = sorted({c.reason for c in found})
+        raise ValueError(
+            f"plan: no candidate of {name} compiled on {num_cores} core(s) for "
+            f"{list(shape)}: {_short(reasons[0], 300)}. Expected a step XLA compiles (static "
+            f"shapes, ops with XLA kernels). Fix: run it once with spatial_tf.Emulator("
+            f"{num_cores}).run(...) to see the full error, and change the op it names."
+        )
+    found, recommended, why = _rank(found, budget, options.memory)
+    return Plan(name, shape, num_cores, budget, options.memory, bool(options.bf16), found,
+                recommended, why, time.perf_counter() - start, options.fit_sizes)
 
-    sizes = [None] if fit_sizes is None else list(fit_sizes) + ([fit_check] if fit_check else [])
+
+def _check_step_or_model(step_or_model):
+    """True for a Keras model, False for a step function, else a ``TypeError``."""
+    if _is_model(step_or_model):
+        return True
+    if not callable(step_or_model):
+        raise TypeError(
+            f"plan: step_or_model is {type(step_or_model).__name__}; expected a step "
+            f"function or a Keras model. Fix: pass the function you give Emulator.run, or "
+            f"the model."
+        )
+    return False
+
+
+def _check_fit_model(model, options, training):
+    if options.fit_sizes is not None and training.model_fn is None and any(
+            d is not None for d in model.input_shape[1:-1]):
+        raise ValueError(
+            f"plan: fit_sizes needs the model at edges {options.fit_sizes}, but the model "
+            f"takes only {list(model.input_shape)}. Expected model_fn(input_shape) -> "
+            f"model to rebuild it. Fix: e.g. training=Training(model_fn=lambda s: "
+            f"unet3d(s, ...))."
+        )
+
+
+def _steps_by_size(step_or_model, is_model, training, tree, volume, sizes):
+    """``{edge: step}``: the step to compile at each cube edge (None: the inputs' size)."""
+    if not is_model:
+        return {edge: step_or_model for edge in sizes}
     steps = {}
     for edge in sizes:
-        if is_model:
-            model = step_or_model
-            if edge is not None and model_fn is not None:
-                model = model_fn(tuple(resized(tree, volume, edge)[0].shape[1:]))
-            steps[edge] = _model_step(model, loss, optimizer)
-        else:
-            steps[edge] = step_or_model
-    name = "train_step" if is_model else getattr(step_or_model, "__name__", "step")
+        model = step_or_model
+        if edge is not None and training.model_fn is not None:
+            model = training.model_fn(tuple(resized(tree, volume, edge)[0].shape[1:]))
+        steps[edge] = _model_step(model, training.loss, training.optimizer)
+    return steps
 
+
+def _measure(steps, name, tree, volume, specs, sizes, num_cores, options):
+    """``{(spec, edge): Measured or the exception}``: every candidate compiled."""
     from spatial_tf.emulator import Emulator
     from spatial_tf.emulator.trace import CallSignature
 
     emulator = Emulator(num_cores_per_replica=num_cores)
-    jobs = [(s, e) for s in specs for e in sizes]
 
     def run(job):
         spec, edge = job
@@ -387,23 +402,12 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
         planned_step.__name__ = name
         signature = CallSignature(tf.nest.map_structure(zeros, shapes), None)
         piece = vol.shape.num_elements() * vol.dtype.size // num_cores
-        return compile_candidate(emulator, planned_step, signature, bf16=bf16,
+        return compile_candidate(emulator, planned_step, signature, bf16=options.bf16,
                                  gather_threshold=max(piece // 8, 1))
 
-    results = _run_all(jobs, run, workers, progress, f"planning {name} on {num_cores} cores")
-    found = [_candidate(spec, num_cores, {e: results[(spec, e)] for e in sizes}, fit_sizes,
-                        fit_check, shape) for spec in specs]
-    if not any(c.ok for c in found):
-        reasons = sorted({c.reason for c in found})
-        raise ValueError(
-            f"plan: no candidate of {name} compiled on {num_cores} core(s) for "
-            f"{list(shape)}: {_short(reasons[0], 300)}. Expected a step XLA compiles (static "
-            f"shapes, ops with XLA kernels). Fix: run it once with spatial_tf.Emulator("
-            f"{num_cores}).run(...) to see the full error, and change the op it names."
-        )
-    found, recommended, why = _rank(found, budget, memory)
-    return Plan(name, shape, num_cores, budget, memory, bool(bf16), found, recommended, why,
-                time.perf_counter() - start, fit_sizes)
+    jobs = [(s, e) for s in specs for e in sizes]
+    return _run_all(jobs, run, options.workers, options.progress,
+                    f"planning {name} on {num_cores} cores")
 
 
 def _rank(found, budget, memory):
@@ -415,15 +419,6 @@ def _rank(found, budget, memory):
                               c.all_reduce_bytes, c.peak(memory) if c.ok else 0))
     recommended, why = _recommend(found, budget, memory)
     return found, recommended, why
-
-
-def _check_memory(memory):
-    if memory not in MEMORY_BASES:
-        raise ValueError(
-            f"plan: memory is {memory!r}; expected one of {MEMORY_BASES}. Fix: memory='tpu' "
-            f"to budget the TPU estimate, 'cpu' for XLA:CPU's figures."
-        )
-    return memory
 
 
 def _check_spec(spec, shape, num_cores):

@@ -5,6 +5,7 @@ import pytest
 
 import spatial_tf
 from spatial_tf.models import unet3d
+from spatial_tf.planning import PlanOptions, Training
 from spatial_tf.planning.fit import LinearFit, fewest_cores, largest_edge
 
 
@@ -45,10 +46,11 @@ def _unet(shape):
 def test_fit_is_within_ten_percent_of_direct_compiles_it_did_not_see():
     target = (1, 48, 48, 48, 1)
     fitted = spatial_tf.plan(_unet((16, 16, 16, 1)), target, 2, specs=[(1, 2, 1, 1, 1)],
-                             fit_sizes=(16, 24, 32), fit_check=40, model_fn=_unet,
-                             progress=False)
+                             options=PlanOptions(fit_sizes=(16, 24, 32), fit_check=40,
+                                                 progress=False),
+                             training=Training(model_fn=_unet))
     direct = spatial_tf.plan(_unet(target[1:]), target, 2, specs=[(1, 2, 1, 1, 1)],
-                             progress=False)
+                             options=PlanOptions(progress=False))
     f, d = fitted.candidates[0], direct.candidates[0]
     assert f.predicted and not d.predicted
     for basis in ("cpu", "tpu"):

@@ -4,7 +4,7 @@ import keras
 import pytest
 
 import spatial_tf
-from spatial_tf.planning import plan_partition_friendly
+from spatial_tf.planning import PlanOptions, plan_partition_friendly
 
 pytestmark = pytest.mark.emulator
 
@@ -24,8 +24,10 @@ def test_a_compiled_model_is_planned_with_its_compiled_loss_as_fit_trains_it():
     compiled = _model()
     compiled.compile(optimizer="sgd",
                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    keras_loss = spatial_tf.plan(compiled, (1, 16, 16, 16, 1), 4, specs=SPECS, progress=False)
-    default = spatial_tf.plan(_model(), (1, 16, 16, 16, 1), 4, specs=SPECS, progress=False)
+    keras_loss = spatial_tf.plan(compiled, (1, 16, 16, 16, 1), 4, specs=SPECS,
+                                 options=PlanOptions(progress=False))
+    default = spatial_tf.plan(_model(), (1, 16, 16, 16, 1), 4, specs=SPECS,
+                              options=PlanOptions(progress=False))
     ops = {c.spec: c.resharding_ops for c in keras_loss.candidates}
     # Keras' loss flattens [B, d, h, w, C] to [-1, C]: local for [1,4,1,1,1] only
     assert ops[(1, 4, 1, 1, 1)] == []
@@ -38,8 +40,8 @@ def test_a_compiled_model_is_planned_with_its_compiled_loss_as_fit_trains_it():
 
 def test_before_and_after_partition_friendly_with_the_same_specs_and_less_memory():
     model = _model()
-    result = plan_partition_friendly(model, (1, 16, 16, 16, 1), 4, specs=SPECS, memory="cpu",
-                                     progress=False)
+    result = plan_partition_friendly(model, (1, 16, 16, 16, 1), 4, specs=SPECS,
+                                     options=PlanOptions(memory="cpu", progress=False))
     assert [c.path for c in result.changes if c.after != "unchanged"] == ["net/a", "net/b", "net/c"]
     before = {c.spec: c for c in result.before.candidates}
     after = {c.spec: c for c in result.after.candidates}

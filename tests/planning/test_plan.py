@@ -4,7 +4,7 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.models import unet3d
-from spatial_tf.planning import Plan
+from spatial_tf.planning import Plan, PlanOptions
 
 
 def _two_convs(shape):
@@ -36,7 +36,7 @@ CUBE, SLAB = (1, 2, 2, 2, 1), (1, 8, 1, 1, 1)
 def cube_volume():
     # 16^3 split 2x2x2: three faces of 8x8 per core and axis; 8x1x1: two faces of 16x16
     return spatial_tf.plan(_conv_train_step(), (1, 16, 16, 16, 1), 8, specs=[SLAB, CUBE],
-                           progress=False)
+                           options=PlanOptions(progress=False))
 
 
 def test_cube_ranks_above_slab_where_halos_favour_the_cube(cube_volume):
@@ -51,7 +51,7 @@ def test_cube_ranks_above_slab_where_halos_favour_the_cube(cube_volume):
 def test_slab_ranks_above_cube_on_a_long_volume():
     # 32x8x8: slabs of 4x8x8 exchange 8x8 faces; 16x4x4 cubes exchange 4x4 and 16x4 faces
     p = spatial_tf.plan(_conv_train_step(), (1, 32, 8, 8, 1), 8, specs=[CUBE, SLAB],
-                        progress=False)
+                        options=PlanOptions(progress=False))
     by_spec = {c.spec: c for c in p.candidates}
     assert by_spec[SLAB].halo_bytes < by_spec[CUBE].halo_bytes
     assert [c.spec for c in p.candidates] == [SLAB, CUBE]
@@ -98,7 +98,8 @@ def test_step_function_with_tensor_specs_and_a_dict_batch_in_parallel():
         return tf.reduce_sum(y * batch["mask"][..., None])
 
     inputs = {"image": tf.TensorSpec((2, 16, 16, 16, 1)), "mask": (2, 16, 16, 16)}
-    p = spatial_tf.plan(step, inputs, 4, budget="1GiB", workers=2, progress=False)
+    p = spatial_tf.plan(step, inputs, 4, budget="1GiB",
+                        options=PlanOptions(workers=2, progress=False))
     assert [c.spec for c in p.candidates] == [(2, 2, 1, 1, 1), (1, 4, 1, 1, 1), (1, 2, 2, 1, 1)]
     assert all(c.ok and c.fits for c in p.candidates)
     assert p.candidates[0].halo_bytes < p.candidates[1].halo_bytes
@@ -110,7 +111,8 @@ def test_a_gather_names_the_tensorflow_op():
         flat = tf.reshape(x, [-1, 16])  # merges split axes: XLA gathers the volume
         return tf.reduce_sum(tf.matmul(flat, tf.ones([16, 4])) ** 2)
 
-    p = spatial_tf.plan(step, (1, 16, 16, 16, 1), 4, specs=[(1, 2, 2, 1, 1)], progress=False)
+    p = spatial_tf.plan(step, (1, 16, 16, 16, 1), 4, specs=[(1, 2, 2, 1, 1)],
+                        options=PlanOptions(progress=False))
     c = p.candidates[0]
     assert c.resharding_bytes > 0 and any("Reshape" in op for op in c.resharding_ops)
     assert "gathers at" in str(p)
@@ -154,7 +156,7 @@ def test_a_model_that_does_not_compile():
         return values
 
     with pytest.raises(ValueError) as e:
-        spatial_tf.plan(step, (1, 8, 8, 8, 1), 2, progress=False)
+        spatial_tf.plan(step, (1, 8, 8, 8, 1), 2, options=PlanOptions(progress=False))
     message = str(e.value)
     assert message.startswith("plan: no candidate of step compiled on 2 core(s) for [1, 8, 8, 8, 1]: ")
     assert "Unique" in message
@@ -167,7 +169,7 @@ def test_a_model_that_does_not_compile():
 ])
 def test_bad_options(kwargs, error, message):
     with pytest.raises(error, match=message):
-        spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, **kwargs)
+        spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, options=PlanOptions(**kwargs))
 
 
 def test_bad_inputs_and_steps():
@@ -179,4 +181,25 @@ def test_bad_inputs_and_steps():
         spatial_tf.plan(_conv_step, (4, 4), 2)
     with pytest.raises(ValueError, match=r"fit_sizes needs the model at edges \(16, 24\), but the "
                                          r"model takes only \[None, 16, 16, 16, 1\]"):
-        spatial_tf.plan(_two_convs((16, 16, 16, 1)), (1, 64, 64, 64, 1), 2, fit_sizes=(16, 24))
+        spatial_tf.plan(_two_convs((16, 16, 16, 1)), (1, 64, 64, 64, 1), 2,
+                        options=PlanOptions(fit_sizes=(16, 24)))
+
+
+def test_keywords_of_earlier_releases_still_plan_and_say_where_they_moved():
+    with pytest.warns(DeprecationWarning, match=r"plan\(\.\.\., progress=False\) is deprecated; "
+                      r"pass options=PlanOptions\(progress=False\)\."):
+        old = spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, specs=[(1, 2, 1, 1, 1)],
+                              progress=False)
+    new = spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, specs=[(1, 2, 1, 1, 1)],
+                          options=PlanOptions(progress=False))
+    assert old.candidates[0].cpu == new.candidates[0].cpu
+    with pytest.warns(DeprecationWarning, match=r"pass training=Training\(loss='mse'\)"):
+        from spatial_tf.planning.options import from_keywords
+
+        options, training = from_keywords(None, None, {"loss": "mse", "bf16": True})
+    assert (training.loss, options.bf16, options.memory) == ("mse", True, "tpu")
+    with pytest.raises(TypeError, match=r"plan: unexpected keyword argument\(s\) budgte; "
+                       r"expected those of PlanOptions \(bf16, fit_check, fit_sizes, memory, "
+                       r"progress, reserve, symmetric, workers\) or Training \(loss, model_fn, "
+                       r"optimizer\)"):
+        spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, budgte="v3")

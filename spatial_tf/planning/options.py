@@ -1,0 +1,118 @@
+"""What ``plan`` takes besides the step, the inputs, the cores and the budget.
+
+``PlanOptions``: how candidates are measured and ranked (memory basis, bfloat16, a size
+fit, threads, progress). ``Training``: how a Keras model is trained while planned (its
+loss and optimizer, and how to rebuild it at other sizes for a fit). Both are frozen
+dataclasses with defaults, so a plan states only what differs:
+
+>>> PlanOptions(fit_sizes=(16, 24, 32), progress=False).memory
+'tpu'
+>>> Training(loss="mse").optimizer is None
+True
+
+``plan``'s keyword arguments of earlier releases (``memory=``, ``fit_sizes=``,
+``loss=``, ...) still work for one release and warn, naming the field that takes them.
+"""
+import dataclasses
+import warnings
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+__all__ = ["PlanOptions", "Training", "from_keywords", "check_memory", "MEMORY_BASES"]
+
+MEMORY_BASES = ("tpu", "cpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanOptions:
+    """How ``plan`` measures and ranks candidates.
+
+    Attributes:
+      memory: ``"tpu"`` (the TPU estimate) or ``"cpu"``: which peak the budget checks.
+      bf16: count activations as bfloat16 in the TPU estimate.
+      fit_sizes: cube edges to compile at; the figures at the inputs' size are then
+        predicted from ``bytes = a + b * voxels``. ``fit_check``: one more edge compiled
+        to report the fit's error.
+      workers: candidates compiled at once (threads; XLA compiles in parallel).
+      progress: a progress bar (tqdm) on stderr; default when stderr is a terminal.
+      symmetric: try one of the specs that only permute counts among equal spatial axes.
+      reserve: the budget's reserve fraction, overriding the slice's default.
+    """
+
+    memory: str = "tpu"
+    bf16: bool = False
+    fit_sizes: Optional[Sequence[int]] = None
+    fit_check: Optional[int] = None
+    workers: int = 1
+    progress: Optional[bool] = None
+    symmetric: bool = True
+    reserve: Optional[float] = None
+
+    def __post_init__(self):
+        check_memory(self.memory)
+        if self.fit_sizes is not None:
+            sizes = tuple(int(e) for e in self.fit_sizes)
+            if len(set(sizes)) < 2:
+                raise ValueError(
+                    f"plan: fit_sizes is {sizes}; expected at least 2 different cube edges. "
+                    f"Fix: e.g. PlanOptions(fit_sizes=(16, 24, 32))."
+                )
+            object.__setattr__(self, "fit_sizes", sizes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """How ``plan`` trains a Keras model (ignored for a step function).
+
+    Attributes:
+      loss: ``loss(labels, logits)`` or a Keras loss name; default: spatial_tf's
+        cross-entropy + soft Dice, the step ``spatial_tf.train`` runs. A model compiled
+        with ``model.compile`` and no loss or optimizer here is planned as ``fit``
+        trains it.
+      optimizer: a Keras optimizer or its name (default Adam).
+      model_fn: ``model_fn(input_shape) -> model``, to rebuild a model of fixed input
+        size at the edges of ``PlanOptions.fit_sizes``.
+    """
+
+    loss: Any = None
+    optimizer: Any = None
+    model_fn: Optional[Callable] = None
+
+
+def check_memory(memory: str) -> str:
+    """``memory`` if it is a memory basis the budget can check, else a ``ValueError``."""
+    if memory not in MEMORY_BASES:
+        raise ValueError(
+            f"plan: memory is {memory!r}; expected one of {MEMORY_BASES}. Fix: memory='tpu' "
+            f"to budget the TPU estimate, 'cpu' for XLA:CPU's figures."
+        )
+    return memory
+
+
+_OPTION_FIELDS = {f.name for f in dataclasses.fields(PlanOptions)}
+_TRAINING_FIELDS = {f.name for f in dataclasses.fields(Training)}
+
+
+def from_keywords(options: Optional[PlanOptions], training: Optional[Training],
+                  keywords: dict) -> Tuple[PlanOptions, Training]:
+    """``(options, training)`` with the keyword arguments of earlier releases folded in
+    (each warns once, naming its new place); unknown keywords raise ``TypeError``."""
+    unknown = sorted(set(keywords) - _OPTION_FIELDS - _TRAINING_FIELDS)
+    if unknown:
+        raise TypeError(
+            f"plan: unexpected keyword argument(s) {', '.join(unknown)}; expected those of "
+            f"PlanOptions ({', '.join(sorted(_OPTION_FIELDS))}) or Training "
+            f"({', '.join(sorted(_TRAINING_FIELDS))}). Fix: "
+            f"plan(..., options=PlanOptions(...), training=Training(...))."
+        )
+    moved_options = {k: v for k, v in keywords.items() if k in _OPTION_FIELDS}
+    moved_training = {k: v for k, v in keywords.items() if k in _TRAINING_FIELDS}
+    for name, fields, target in (("options", moved_options, "PlanOptions"),
+                                 ("training", moved_training, "Training")):
+        if fields:
+            given = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+            warnings.warn(
+                f"plan(..., {given}) is deprecated; pass {name}={target}({given}).",
+                DeprecationWarning, stacklevel=3)
+    options = dataclasses.replace(options or PlanOptions(), **moved_options)
+    training = dataclasses.replace(training or Training(), **moved_training)
+    return options, training
