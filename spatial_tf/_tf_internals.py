@@ -129,7 +129,7 @@ def tf_hook(method: Callable) -> Callable:
     ...
     spatial_tf._tf_internals.TensorFlowInternalsError: spatial_tf: Base._old_name, a hook ...
     """
-    method._spatial_tf_hook = True
+    setattr(method, "_spatial_tf_hook", True)
     return method
 
 
@@ -214,7 +214,7 @@ class TPULayout:
     device_assignment: Any = None
 
 
-_LAYOUTS = weakref.WeakKeyDictionary()  # strategies tpu_strategy() built -> TPULayout
+_LAYOUTS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # strategies tpu_strategy() built -> TPULayout
 
 
 def record_tpu_layout(strategy: Any, layout: "TPULayout") -> None:

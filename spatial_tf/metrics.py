@@ -11,6 +11,8 @@ under a spatial split it costs an all-reduce of per-class counts.
 >>> [round(v, 4) for v in per_class.numpy().tolist()], round(float(mean), 4)
 ([0.8, 0.6667], 0.7333)
 """
+from typing import Optional
+
 import tensorflow as tf
 
 from spatial_tf.label_inputs import class_scores, mask_like, sparse_labels
@@ -18,7 +20,7 @@ from spatial_tf.label_inputs import class_scores, mask_like, sparse_labels
 __all__ = ["dice_score"]
 
 
-def dice_score(y_true, y_pred, num_classes: int = None, *, mask=None):
+def dice_score(y_true, y_pred, num_classes: Optional[int] = None, *, mask=None):
     """Hard Dice per class and its mean over classes: ``(per_class, mean)``.
 
     ``dice_c = 2 |T_c ∩ P_c| / (|T_c| + |P_c|)`` over the batch and every valid voxel,

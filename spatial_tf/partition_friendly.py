@@ -31,7 +31,7 @@ net/head: Conv2D -> unchanged (XLA partitions a strided convolution's gradients 
 """
 import dataclasses
 import warnings
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -160,7 +160,7 @@ def unfuse_batch_norm(model) -> List[str]:
     return changed
 
 
-def _walk(model) -> Iterator[Tuple[str, object]]:
+def _walk(model) -> Iterator[Tuple[str, Any]]:
     """``(path, layer)`` for ``model`` and every layer below it, each once, depth first."""
     seen = set()
     pending = [(model.name, model)]

@@ -290,7 +290,7 @@ def auto(
     else:
         log.info("auto: using the TPU.")
         return strategy
-    cores = num_cores_per_replica or math.prod(computation_shape)
+    cores = num_cores_per_replica or math.prod(computation_shape or ())
     return _local_fallback(cores, num_replicas, computation_stride, reason)
 
 

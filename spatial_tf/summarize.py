@@ -24,7 +24,7 @@ total on cores 2-3                                                              
 most on one core                                                            4.0 KiB
 """
 import math
-from typing import Any
+from typing import Any, List, Optional
 
 import tensorflow as tf
 
@@ -71,7 +71,7 @@ def core_totals(rows: list, num_cores_per_replica: int) -> list:
     >>> core_totals(rows, 2)
     [2, 10]
     """
-    totals = [0] * num_cores_per_replica
+    totals: List[Optional[int]] = [0] * num_cores_per_replica
     for r in rows:
         cores = [r["leaf"].core] if isinstance(r["leaf"], Assign) else range(len(totals))
         for k in cores:

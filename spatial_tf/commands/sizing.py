@@ -10,7 +10,9 @@ largest volume's sizes rounded up so; with ``--crop`` that size, each volume lar
 an axis cropped there to a random window (a new one each time it is drawn) and each
 smaller one padded. ``evaluate`` pads every volume to the largest one's rounded-up
 sizes, ``predict`` its one volume, and the mask it writes is cropped back to the
-input's shape.
+input's shape. A model trained with ``--spacing`` sizes every NIfTI volume as it is
+after resampling to that spacing (``spatial_tf.data.resampled_shape`` of its header's
+spacing).
 
 >>> multiples([1, 2, 2, 1, 1], depth=3)
 [8, 8, 4]
@@ -21,7 +23,7 @@ import os
 from typing import List, Optional, Sequence, Tuple
 
 __all__ = ["multiples", "training_shape", "eval_shape", "crop_problem", "volume_sizes",
-           "describe"]
+           "refuse_spacing", "describe"]
 
 Shape = Tuple[int, int, int]
 
@@ -51,7 +53,7 @@ def training_shape(sizes: Sequence[Shape], spec: Sequence[int], depth: int,
                    crop: Optional[Sequence[int]] = None) -> Shape:
     """``crop`` (checked by ``crop_problem``) when given, else ``eval_shape``."""
     if crop is not None:
-        return tuple(crop)
+        return tuple(int(c) for c in crop)  # type: ignore[return-value]  # 3 edges, checked
     return eval_shape(sizes, spec, depth)
 
 
@@ -71,20 +73,38 @@ def crop_problem(crop: Sequence[int], spec: Sequence[int], depth: int) -> Option
             f"poolings), e.g. --crop {text(map(str, _round_up(crop, steps)))}")
 
 
-def volume_sizes(data: str, num_classes: int) -> List[Shape]:
+def volume_sizes(data: str, num_classes: int,
+                 spacing: Optional[Sequence[float]] = None) -> List[Shape]:
     """The ``(depth, height, width)`` of every volume in ``--data`` (a directory of pairs
-    or a TFRecord file), each checked; ValueError names the file, the value and the fix."""
+    or a TFRecord file), each checked; ValueError names the file, the value and the fix.
+    With ``spacing`` (mm), the sizes after resampling each NIfTI volume to it."""
     from spatial_tf.commands.volumes import pair_files
 
     if os.path.isdir(data):
-        return [_pair_size(image, labels, num_classes) for image, labels in pair_files(data)]
+        return [_pair_size(image, labels, num_classes, spacing)
+                for image, labels in pair_files(data)]
     if not os.path.isfile(data):
         raise FileNotFoundError(f"--data {data}: no such file or directory. Expected a directory "
                                 f"of volume pairs or a TFRecord file. Fix: check the path.")
+    refuse_spacing(data, spacing)
     return _record_sizes(data, num_classes)
 
 
-def _pair_size(image_path, label_path, num_classes):
+def refuse_spacing(data: str, spacing: Optional[Sequence[float]]) -> None:
+    """ValueError when a model resamples (``spacing`` given) but ``data`` is a TFRecord
+    file, whose records hold no voxel spacing."""
+    if spacing is not None:
+        raise ValueError(f"argument --data: {data} is a TFRecord file, whose volumes record no "
+                         f"voxel spacing; expected a directory of NIfTI volumes (.nii, .nii.gz) "
+                         f"to resample to {_mm(spacing)}, the model's spacing. Fix: pass NIfTI "
+                         f"volumes, or train a model without --spacing")
+
+
+def _mm(spacing):
+    return "x".join(f"{s:g}" for s in spacing) + " mm"
+
+
+def _pair_size(image_path, label_path, num_classes, spacing=None):
     import numpy as np
 
     from spatial_tf import data as stdata
@@ -101,7 +121,19 @@ def _pair_size(image_path, label_path, num_classes):
                          f"own label volume, on the same voxel grid")
     _check_classes(label_path, np.min(labels, initial=0), np.max(labels, initial=0),
                    num_classes)
-    return shape
+    if spacing is None:
+        return shape
+    if image_path.lower().endswith(".npy"):
+        raise ValueError(f"argument --data: {image_path} is a .npy volume, which records no "
+                         f"voxel spacing; expected NIfTI volumes (.nii, .nii.gz) to resample to "
+                         f"{_mm(spacing)} (--spacing, recorded in model.json). Fix: save the "
+                         f"volumes as NIfTI with their voxel sizes, or use a model trained "
+                         f"without --spacing")
+    try:
+        own = stdata.voxel_spacing(image_path)
+    except ValueError as e:
+        raise ValueError(f"argument --data: {e}") from None
+    return stdata.resampled_shape(shape, own, spacing)
 
 
 def _check_classes(path, low, high, num_classes):

@@ -350,7 +350,8 @@ def write_coco(directory: PathLike, examples: Iterable[Tuple[Any, Dict[str, Any]
     directory = os.fspath(directory)
     image_dir = os.path.join(directory, "images")
     os.makedirs(image_dir, exist_ok=True)
-    images, annotations = [], []
+    images: List[dict] = []
+    annotations: List[dict] = []
     for i, (image, labels) in enumerate(examples):
         image = np.asarray(image, np.float32)
         boxes = np.asarray(labels["boxes"], np.float32)

@@ -48,15 +48,19 @@ def window(volume: Any, center: Optional[float] = None, width: Optional[float] =
         if preset not in WINDOWS:
             raise ValueError(f"window: preset is {preset!r}; expected one of {sorted(WINDOWS)}.")
         center, width = WINDOWS[preset]
-    for name, v in (("center", center), ("width", width)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise ValueError(f"window: {name} is {v!r}; expected a number of Hounsfield units, "
-                             f"or preset= one of {sorted(WINDOWS)}.")
+    center, width = _hounsfield("center", center), _hounsfield("width", width)
     if width <= 0:
-        raise ValueError(f"window: width is {width}; expected a positive number of Hounsfield units.")
+        raise ValueError(f"window: width is {width:g}; expected a positive number of Hounsfield units.")
     low = center - width / 2
     volume = tf.cast(volume, tf.float32)
     return tf.clip_by_value((volume - low) / width, 0.0, 1.0)
+
+
+def _hounsfield(name, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"window: {name} is {value!r}; expected a number of Hounsfield units, "
+                         f"or preset= one of {sorted(WINDOWS)}.")
+    return float(value)
 
 
 def normalize(volume: Any, mean: Optional[float] = None, std: Optional[float] = None, *,

@@ -17,7 +17,7 @@ once. Needs ``pycocotools`` (``pip install "spatial-tf[detection]"``).
 >>> round(metrics["mAP"], 6), round(metrics["mAP@0.5"], 6), metrics["recall@0.5"]
 (1.0, 1.0, 1.0)
 """
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 import contextlib
 import io
 import math
@@ -69,7 +69,7 @@ def _array(batch, key, where, name):
     return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
 
 
-def _images(labels, detections, where):
+def _images(labels, detections, where) -> List[Tuple[Any, Any, Any, Any, Any]]:
     """Per image: (truth boxes, truth classes, det boxes, det scores, det classes)."""
     boxes = _array(labels, "boxes", where, "labels").astype(np.float64)
     classes = _array(labels, "classes", where, "labels").astype(np.int64)
@@ -144,16 +144,16 @@ class DetectionEvaluator:
                              f"expected an int >= 1.")
         if not (isinstance(iou, numbers.Real) and 0.0 < iou <= 1.0):
             raise ValueError(f"DetectionEvaluator: iou is {iou!r}; expected a number in (0, 1].")
-        self.num_classes = int(num_classes)
+        self.num_classes: int = int(num_classes)
         self.class_names = [str(n) for n in class_names] if class_names is not None \
             else [str(k) for k in range(num_classes)]
         self.max_detections = int(max_detections)
-        self.iou = float(iou)
+        self.iou: float = float(iou)
         self.reset()
 
     def reset(self) -> None:
         """Forget everything collected."""
-        self._images: List[Any] = []
+        self._images: List[Tuple[Any, Any, Any, Any, Any]] = []
 
     def update(self, labels: Batch, detections: Batch) -> None:
         """Add one batch: ground-truth ``labels`` and the model's ``detections``."""
@@ -261,7 +261,8 @@ def evaluate_detections(labels: Union[Batch, Iterable[Batch]],
     if isinstance(labels, Mapping) != isinstance(detections, Mapping):
         raise ValueError("evaluate_detections: labels and detections must both be one batch "
                          "(a dict) or both sequences of batches. Fix: pass them alike.")
-    pairs = [(labels, detections)] if isinstance(labels, Mapping) else list(zip(labels, detections))
+    pairs: List[Tuple[Any, Any]] = [(labels, detections)] if isinstance(labels, Mapping) \
+        else list(zip(labels, detections))  # type: ignore[arg-type]  # both sequences here
     for truth, found in pairs:
         evaluator.update(truth, found)
     return evaluator.result()

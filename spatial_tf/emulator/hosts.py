@@ -65,10 +65,11 @@ class HostLayout:
 
     def fed_across_hosts(self) -> tuple:
         """Replicas whose batch comes from a pipeline on another task than their core 0."""
-        if self.replica_tasks is None:
+        if self.replica_tasks is None or self.pipeline_tasks is None:
             return ()
+        pipeline_tasks, replica_tasks = self.pipeline_tasks, self.replica_tasks
         return tuple(r for r, h in enumerate(self.pipeline_of_replica)
-                     if self.pipeline_tasks[h] != self.replica_tasks[r])
+                     if pipeline_tasks[h] != replica_tasks[r])
 
 
 def even_layout(num_replicas: int, num_hosts: int) -> HostLayout:
@@ -131,7 +132,7 @@ def identical_hosts(per_replica_args: Sequence[Sequence], indices: Sequence[int]
                     pipeline_of_replica: Sequence[int]) -> bool:
     """Whether every host's replicas got exactly host 0's replicas' per-replica inputs
     (``pipeline_of_replica[r]``: the host feeding replica ``r``)."""
-    fed = {}
+    fed: dict = {}
     for replica, host in enumerate(pipeline_of_replica):
         fed.setdefault(host, []).append(replica)
     if len(fed) < 2 or not indices:

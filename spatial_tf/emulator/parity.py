@@ -24,6 +24,7 @@ keeps that amplification, and the float64 agreement required is scaled by it
 (``Difference.float64_tolerance``).
 """
 import dataclasses
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -72,8 +73,8 @@ class Difference:
     index: tuple
     tolerance: float
     ok: bool
-    floor: float = None  # unpartitioned float32 vs float64 (normwise relative)
-    float64_rel: float = None  # partitioned vs unpartitioned, both in float64
+    floor: Optional[float] = None  # unpartitioned float32 vs float64 (normwise relative)
+    float64_rel: Optional[float] = None  # partitioned vs unpartitioned, both in float64
 
     @property
     def float64_tolerance(self):

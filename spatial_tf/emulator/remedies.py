@@ -103,7 +103,9 @@ def explain(kind: str, source, num_cores: int, op_name: str = "",
         return _CROSS_ENTROPY.format(name=loss)
     if op.type == "Reshape" and kind == "all-gather":
         before, after = _static_shape(op.inputs[0]), _static_shape(op.outputs[0])
-        axes = merged_axes(before, after) if before and after else []
+        if before is None or after is None:
+            return GENERIC[kind]
+        axes = merged_axes(before, after)
         if axes and axes[0] == 0 and before[0] > 1:
             return _RESHAPE_BATCH.format(axes=axes, shape=before)
         spec = contiguous_spec(before, after, num_cores) if axes else None

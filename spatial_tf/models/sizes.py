@@ -1,9 +1,12 @@
 """Which input sizes spatial_tf's U-Net takes: shared by ``unet3d`` and its presets."""
 
+from typing import Optional
+
 __all__ = ["output_size", "valid_sizes"]
 
 
-def output_size(size: int, depth: int, padding: str = "same", downsample: str = "pool") -> int:
+def output_size(size: int, depth: int, padding: str = "same",
+                downsample: str = "pool") -> Optional[int]:
     """Output spatial size of the U-Net for input ``size``, or None if it does not fit.
 
     >>> output_size(64, 3), output_size(44, 3, "valid"), output_size(45, 3, "valid")

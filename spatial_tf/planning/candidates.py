@@ -16,7 +16,7 @@ larger counts on the outer axes.
 """
 import itertools
 import math
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from spatial_tf.spec.validation import check_num_cores_per_replica
 
@@ -26,16 +26,16 @@ __all__ = ["candidate_specs", "check_shape"]
 def check_shape(shape: Sequence[int], name: str = "inputs") -> Tuple[int, ...]:
     """``shape`` as a tuple of positive ints, rank 3 or more ``(batch, *spatial, channels)``."""
     try:
-        shape = tuple(int(s) for s in shape)
+        checked: Optional[Tuple[int, ...]] = tuple(int(s) for s in shape)
     except (TypeError, ValueError):
-        shape = None
-    if shape is None or len(shape) < 3 or any(s < 1 for s in shape):
+        checked = None
+    if checked is None or len(checked) < 3 or any(s < 1 for s in checked):
         raise ValueError(
             f"{name}: the volume's shape is not (batch, *spatial, channels) with known "
             f"positive sizes. Expected rank 3 or more, e.g. (1, 128, 128, 128, 1). Fix: "
             f"give the full shape, batch first and channels last."
         )
-    return shape
+    return checked
 
 
 def candidate_specs(shape: Sequence[int], num_cores: int, *, batch: bool = True,

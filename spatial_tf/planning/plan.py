@@ -111,7 +111,7 @@ class Plan:
     recommended: Optional[Candidate]
     why: str
     seconds: float
-    fit_sizes: Optional[tuple] = None
+    fit_sizes: Optional[Sequence[int]] = None
 
     def to_dict(self) -> dict:
         return {

@@ -19,6 +19,7 @@ Leaves are not tuples, so ``tf.nest`` keeps each one whole. Parsing user forms (
 ints, ``None``) and checking them against tensors lives in ``spatial_tf.spec.validation``.
 """
 import math
+from typing import Tuple
 
 import numpy as np
 
@@ -74,6 +75,7 @@ class Tile(_Leaf):
     """
 
     __slots__ = ("dims",)
+    dims: Tuple[int, ...]
 
     def __init__(self, *dims: int) -> None:
         object.__setattr__(self, "dims", _check_dims(type(self).__name__, dims))
@@ -135,6 +137,7 @@ class Assign(_Leaf):
     """
 
     __slots__ = ("core",)
+    core: int
 
     def __init__(self, core: int) -> None:
         core = check_int(core, "core", "Assign(0)", minimum=None,

@@ -83,7 +83,7 @@ def parse(inputs: Any, spec: Any) -> Any:
     >>> parse(tf.zeros([2, 16]), np.array([1, 4]))
     Tile(1, 4)
     """
-    leaves = []
+    leaves: list = []
     names = top_level_names(inputs)
     if names is not None and _is_sequence(spec):
         spec = list(spec)

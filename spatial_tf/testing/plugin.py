@@ -32,7 +32,7 @@ __all__ = ["emulator", "layouts", "MARKER"]
 MARKER = "spatial_tf"
 DEFAULT_LAYOUT = (2, 1)  # cores per replica, replicas
 _INI = "spatial_tf_cpu_devices"
-_made = {}
+_made: dict = {}
 
 
 def pytest_addoption(parser):

@@ -16,7 +16,7 @@ logical core 0 feeds it, and the other hosts run no input pipeline.
 (4, 1, 4)
 """
 import dataclasses
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
@@ -39,7 +39,7 @@ def host_feeds(device_assignment: Any, job: str = "worker") -> List["HostFeed"]:
     ``job`` is the TPU workers' job name (``TPUClusterResolver``'s default, ``worker``).
     """
     da = _check_assignment(device_assignment)
-    fed = {}  # task -> replicas, in order of first appearance
+    fed: Dict[int, List[int]] = {}  # task -> replicas, in order of first appearance
     for replica in range(da.num_replicas):
         task = int(da.topology.task_ordinal_at_coordinates(da.coordinates(replica, 0)))
         fed.setdefault(task, []).append(replica)
@@ -64,7 +64,7 @@ def input_contexts(device_assignment: Any) -> List[tf.distribute.InputContext]:
     return [feed.input_context for feed in host_feeds(device_assignment)]
 
 
-def batch_hints(device_assignment: Any, global_batch_size: Optional[int] = None) -> str:
+def batch_hints(device_assignment: Any, global_batch_size: Optional[int] = None) -> List[str]:
     """Lines of advice on global and per-host batch sizes for this assignment."""
     da = _check_assignment(device_assignment)
     feeds = host_feeds(da)

@@ -171,8 +171,9 @@ def tile_of_core(leaf: Any, shape: Sequence[Optional[int]], core: int, num_cores
     suffix = " (shared)" if isinstance(leaf, PartialTile) else ""
     if any(s is None for s in shape):
         return f"tile ({', '.join(map(str, index))}){suffix}"
+    sizes = [s for s in shape if s is not None]  # all of them: none is unknown here
     bounds = []
-    for i, size, d in zip(index, shape, leaf.dims):
+    for i, size, d in zip(index, sizes, leaf.dims):
         step = size // d
         bounds.append(f"{i * step}:{(i + 1) * step}")
     return f"[{', '.join(bounds)}]{suffix}"

@@ -42,6 +42,7 @@ the mesh and which task owns each coordinate.
 """
 import dataclasses
 import itertools
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -124,7 +125,7 @@ ALIASES = {
 }
 
 
-def canonical_name(name: str) -> str:
+def canonical_name(name: str) -> Optional[str]:
     """The ``SLICES`` key for ``name`` (case and aliases folded), or None if unknown.
 
     >>> canonical_name("v5e-8"), canonical_name("V3-8"), canonical_name("v9-8")

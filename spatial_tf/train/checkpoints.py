@@ -228,7 +228,7 @@ class Checkpointer:
         self.objects = dict(objects)
         self.optional = tuple(optional)
         self.max_to_keep = max_to_keep
-        self.restored = frozenset()  # the objects the last restore() set
+        self.restored: frozenset = frozenset()  # the objects the last restore() set
         self.found = ReadableCheckpoint(None)
         self.checkpoint = tf.train.Checkpoint(step=self.step, **objects)
         self._manager = None

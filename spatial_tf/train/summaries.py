@@ -51,7 +51,7 @@ class Progress:
 
         self._bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, **tqdm_options)
         self._last = time.perf_counter()
-        self.postfix = {}
+        self.postfix: dict = {}
         self.n = initial  # steps done (tqdm stops counting when disabled)
 
     def update(self, values: dict) -> None:
