@@ -7,10 +7,12 @@ Traceback (most recent call last):
 ...
 ValueError: num_replicas is 0; expected a positive int. Fix: e.g. num_replicas=2.
 """
+import dataclasses
 import numbers
-from typing import Any, Optional
+import warnings
+from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["check_int", "CORE_COUNTS"]
+__all__ = ["check_int", "CORE_COUNTS", "fold_keywords"]
 
 # cores per replica TPUConfig and spatial_tf accept (spatial_tf.spec's rule, without TF)
 CORE_COUNTS = tuple(2**i for i in range(8))
@@ -39,3 +41,44 @@ def check_int(value: Any, name: str, example: str, *, minimum: Optional[int] = 1
     if minimum is not None and value < minimum:
         raise ValueError(f"{head}{shown(value)}; expected {expected}. Fix: e.g. {example}.")
     return int(value)
+
+
+def fold_keywords(where: str, keywords: Dict[str, Any],
+                  targets: Dict[str, Tuple[type, Any]]) -> Dict[str, Any]:
+    """Fold the keyword arguments of an earlier release into the options objects that now
+    take them; each moved keyword warns (``DeprecationWarning``) naming its new place.
+
+    ``targets``: ``{argument name: (dataclass, the instance given or None)}``. Returns
+    the instances updated (``dataclass()`` where None was given); a keyword no dataclass
+    has raises ``TypeError``.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Options:
+    ...     workers: int = 1
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     folded = fold_keywords("plan", {"workers": 2}, {"options": (Options, None)})
+    >>> folded, str(caught[0].message)
+    ({'options': Options(workers=2)}, 'plan(..., workers=2) is deprecated; pass options=Options(workers=2).')
+    """
+    instances = {arg: given if given is not None else cls() for arg, (cls, given) in
+                 targets.items()}
+    fields = {arg: {f.name for f in dataclasses.fields(cls)} for arg, (cls, _) in
+              targets.items()}
+    unknown = sorted(k for k in keywords if not any(k in f for f in fields.values()))
+    if unknown:
+        accepted = " or ".join(f"{targets[arg][0].__name__} ({', '.join(sorted(f))})"
+                               for arg, f in fields.items())
+        calls = ", ".join(f"{arg}={targets[arg][0].__name__}(...)" for arg in targets)
+        raise TypeError(
+            f"{where}: unexpected keyword argument(s) {', '.join(unknown)}; expected those "
+            f"of {accepted}. Fix: {where}(..., {calls}).")
+    for arg, obj in instances.items():
+        moved = {k: v for k, v in keywords.items() if k in fields[arg]}
+        if moved:
+            given = ", ".join(f"{k}={v!r}" for k, v in moved.items())
+            warnings.warn(f"{where}(..., {given}) is deprecated; pass "
+                          f"{arg}={targets[arg][0].__name__}({given}).", DeprecationWarning,
+                          stacklevel=3)
+            instances[arg] = dataclasses.replace(obj, **moved)
+    return instances

@@ -15,7 +15,11 @@ from spatial_tf.detection.boxes import VARIANCES, decode, encode, iou, iou_matri
 from spatial_tf.detection.losses import detection_loss, huber_loss, sigmoid_focal_loss
 from spatial_tf.detection.matching import BACKGROUND, IGNORE, match, match_level
 from spatial_tf.detection.postprocess import decode_outputs, postprocess
-from spatial_tf.detection.step import make_detection_predict_step, make_detection_train_step
+from spatial_tf.detection.step import (
+    DetectionLossConfig,
+    make_detection_predict_step,
+    make_detection_train_step,
+)
 
 __all__ = [
     "AnchorConfig",
@@ -34,6 +38,7 @@ __all__ = [
     "iou_matrix",
     "make_detection_predict_step",
     "make_detection_train_step",
+    "DetectionLossConfig",
     "match",
     "match_level",
     "postprocess",

@@ -14,11 +14,13 @@ activation split. Post-processing (``postprocess``) is not part of it.
 >>> sorted(step((tf.zeros([1, 64, 64, 3]), labels)))
 ['box_loss', 'class_loss', 'loss']
 """
+import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
 import tensorflow as tf
 
 from spatial_tf.annotate import split
+from spatial_tf.checks import fold_keywords
 from spatial_tf.detection import boxes as box_ops
 from spatial_tf.detection.anchors import AnchorConfig
 from spatial_tf.detection.losses import detection_loss
@@ -26,7 +28,8 @@ from spatial_tf.detection.matching import match
 from spatial_tf.spec import parse
 from spatial_tf.steps import make_gradient_step
 
-__all__ = ["make_detection_train_step", "make_detection_predict_step", "check_model"]
+__all__ = ["make_detection_train_step", "make_detection_predict_step", "check_model",
+           "DetectionLossConfig"]
 
 
 def check_model(model: Any, anchors: AnchorConfig) -> int:
@@ -80,12 +83,30 @@ def _split_like_image(tensor, leaf):
     return split(tensor, type(leaf)(1, sy, sx, *([1] * (tensor.shape.rank - 3))))
 
 
+@dataclasses.dataclass(frozen=True)
+class DetectionLossConfig:
+    """How the detection train step matches anchors and weighs its losses.
+
+    Attributes:
+      positive_iou, negative_iou: matching thresholds (positive >= 0.5, background < 0.4,
+        ignored in between).
+      alpha, gamma: the focal loss's; huber_delta, box_weight: the box loss and its weight.
+      variances: the box coding's scale per coordinate.
+    """
+
+    positive_iou: float = 0.5
+    negative_iou: float = 0.4
+    alpha: float = 0.25
+    gamma: float = 2.0
+    huber_delta: float = 0.1
+    box_weight: float = 50.0
+    variances: Sequence[float] = box_ops.VARIANCES
+
+
 def make_detection_train_step(model: Any, optimizer: Any, spec: Any = None,
                               anchors: Optional[AnchorConfig] = None, *,
-                              positive_iou: float = 0.5, negative_iou: float = 0.4,
-                              alpha: float = 0.25, gamma: float = 2.0, huber_delta: float = 0.1,
-                              box_weight: float = 50.0,
-                              variances: Sequence[float] = box_ops.VARIANCES) -> Callable:
+                              loss: Optional[DetectionLossConfig] = None,
+                              **deprecated: Any) -> Callable:
     """``step((image, labels)) -> {"loss", "class_loss", "box_loss"}`` for ``strategy.run``.
 
     Args:
@@ -94,14 +115,16 @@ def make_detection_train_step(model: Any, optimizer: Any, spec: Any = None,
       spec: the batch's spec, e.g. ``[[1, 2, 2, 1], {"boxes": None, "classes": None}]``;
         None leaves the batch as it is.
       anchors: the model's anchors (``AnchorConfig()``: P3-P5, 9 per position).
-      positive_iou, negative_iou: matching thresholds (positive >= 0.5, background < 0.4,
-        ignored in between).
-      alpha, gamma: focal loss; huber_delta, box_weight: box loss and its weight.
+      loss: matching thresholds and loss weights (``DetectionLossConfig()``).
+      deprecated: ``positive_iou=`` and the other fields of ``DetectionLossConfig`` as
+        keywords, as earlier releases took them (with a ``DeprecationWarning``).
 
     ``labels = {"boxes": [B, M, 4] (ymin, xmin, ymax, xmax) pixels, "classes": int [B, M]}``
     with class -1 on padding. The loss used for the gradients is divided by
     ``num_replicas_in_sync``; the returned values are this replica's unscaled losses.
     """
+    loss = fold_keywords("make_detection_train_step", deprecated,
+                         {"loss": (DetectionLossConfig, loss)})["loss"]
     anchors = anchors or AnchorConfig()
     num_classes = check_model(model, anchors)
     grids = anchors.grids(tuple(model.input_shape[1:3]))
@@ -113,12 +136,12 @@ def make_detection_train_step(model: Any, optimizer: Any, spec: Any = None,
         dtype = outputs["box_deltas"][0].dtype
         labels = {"boxes": tf.cast(labels["boxes"], dtype), "classes": labels["classes"]}
         targets = match([g.astype(dtype.as_numpy_dtype) for g in grids], labels,
-                        positive_iou=positive_iou, negative_iou=negative_iou,
-                        variances=variances)
+                        positive_iou=loss.positive_iou, negative_iou=loss.negative_iou,
+                        variances=loss.variances)
         targets = [{k: _split_like_image(v, leaf) for k, v in t.items()} for t in targets]
         losses = detection_loss(outputs["class_logits"], outputs["box_deltas"], targets,
-                                num_classes, alpha=alpha, gamma=gamma,
-                                huber_delta=huber_delta, box_weight=box_weight)
+                                num_classes, alpha=loss.alpha, gamma=loss.gamma,
+                                huber_delta=loss.huber_delta, box_weight=loss.box_weight)
         return {k: losses[k] for k in ("loss", "class_loss", "box_loss")}
 
     # gradients whole on every core under a spec, like the weights (see make_gradient_step)

@@ -14,8 +14,9 @@ True
 ``loss=``, ...) still work for one release and warn, naming the field that takes them.
 """
 import dataclasses
-import warnings
 from typing import Any, Callable, Optional, Sequence, Tuple
+
+from spatial_tf.checks import fold_keywords
 
 __all__ = ["PlanOptions", "Training", "from_keywords", "check_memory", "MEMORY_BASES"]
 
@@ -88,31 +89,10 @@ def check_memory(memory: str) -> str:
     return memory
 
 
-_OPTION_FIELDS = {f.name for f in dataclasses.fields(PlanOptions)}
-_TRAINING_FIELDS = {f.name for f in dataclasses.fields(Training)}
-
-
 def from_keywords(options: Optional[PlanOptions], training: Optional[Training],
                   keywords: dict) -> Tuple[PlanOptions, Training]:
     """``(options, training)`` with the keyword arguments of earlier releases folded in
-    (each warns once, naming its new place); unknown keywords raise ``TypeError``."""
-    unknown = sorted(set(keywords) - _OPTION_FIELDS - _TRAINING_FIELDS)
-    if unknown:
-        raise TypeError(
-            f"plan: unexpected keyword argument(s) {', '.join(unknown)}; expected those of "
-            f"PlanOptions ({', '.join(sorted(_OPTION_FIELDS))}) or Training "
-            f"({', '.join(sorted(_TRAINING_FIELDS))}). Fix: "
-            f"plan(..., options=PlanOptions(...), training=Training(...))."
-        )
-    moved_options = {k: v for k, v in keywords.items() if k in _OPTION_FIELDS}
-    moved_training = {k: v for k, v in keywords.items() if k in _TRAINING_FIELDS}
-    for name, fields, target in (("options", moved_options, "PlanOptions"),
-                                 ("training", moved_training, "Training")):
-        if fields:
-            given = ", ".join(f"{k}={v!r}" for k, v in fields.items())
-            warnings.warn(
-                f"plan(..., {given}) is deprecated; pass {name}={target}({given}).",
-                DeprecationWarning, stacklevel=3)
-    options = dataclasses.replace(options or PlanOptions(), **moved_options)
-    training = dataclasses.replace(training or Training(), **moved_training)
-    return options, training
+    (each warns, naming its new place); unknown keywords raise ``TypeError``."""
+    folded = fold_keywords("plan", keywords, {"options": (PlanOptions, options),
+                                              "training": (Training, training)})
+    return folded["options"], folded["training"]

@@ -128,3 +128,20 @@ def test_training_raises_recall_above_chance():
     after = recall()
     assert losses[-1] < 0.5 * losses[0]
     assert after >= 0.75 and after >= chance + 0.5, (chance, after, losses[::10])
+
+
+def test_loss_options_of_earlier_releases_fold_into_the_config_with_a_warning():
+    from spatial_tf.detection import DetectionLossConfig
+
+    model = retinanet((64, 64, 3), num_classes=2, backbone_filters=(16, 16, 16, 16),
+                      fpn_filters=8)
+    with pytest.warns(DeprecationWarning, match=r"make_detection_train_step\(\.\.\., "
+                      r"box_weight=10\.0\) is deprecated; pass "
+                      r"loss=DetectionLossConfig\(box_weight=10\.0\)"):
+        make_detection_train_step(model, keras.optimizers.SGD(0.1), box_weight=10.0)
+    with pytest.raises(TypeError, match=r"make_detection_train_step: unexpected keyword "
+                       r"argument\(s\) box_wieght; expected those of DetectionLossConfig "
+                       r"\(alpha, box_weight, gamma, huber_delta, negative_iou, positive_iou, "
+                       r"variances\)"):
+        make_detection_train_step(model, keras.optimizers.SGD(0.1), box_wieght=10.0)
+    assert DetectionLossConfig().box_weight == 50.0
