@@ -68,6 +68,22 @@ def retinanet(image_shape: Sequence[int] = (512, 512, 3), num_classes: int = 3, 
       batch_norm_momentum: of the backbone's batch norm moving statistics (lower, e.g.
         0.9, for short runs evaluated in inference mode).
     """
+    shape, num_classes, num_anchors, head_convs = _check_arguments(
+        image_shape, num_classes, num_anchors, head_convs, max_level, backbone_filters, blocks)
+    inputs = keras.Input(shape, name="image")
+    c3, c4, c5 = _backbone(inputs, backbone_filters, blocks, batch_norm_momentum)
+    pyramid = _pyramid(c3, c4, c5, fpn_filters, max_level)
+    prior = -math.log((1 - prior_probability) / prior_probability)
+    outputs = {
+        "class_logits": _head(pyramid, "class", num_anchors * num_classes, prior, fpn_filters,
+                              head_convs),
+        "box_deltas": _head(pyramid, "box", num_anchors * 4, 0.0, fpn_filters, head_convs)}
+    return keras.Model(inputs, outputs, name=name)
+
+
+def _check_arguments(image_shape, num_classes, num_anchors, head_convs, max_level,
+                     backbone_filters, blocks):
+    """``(image shape, num_classes, num_anchors, head_convs)`` checked."""
     num_classes = check_int(num_classes, "num_classes", "num_classes=3", as_argument=True,
                             where="retinanet")
     num_anchors = check_int(num_anchors, "num_anchors", "num_anchors=9", as_argument=True,
@@ -90,16 +106,22 @@ def retinanet(image_shape: Sequence[int] = (512, 512, 3), num_classes: int = 3, 
             f"retinanet: image_shape={shape}; expected (height, width, channels) with height "
             f"and width multiples of {stride} (2 ** max_level). Fix: pad or resize the images, "
             f"e.g. image_shape=({stride * 16}, {stride * 16}, 3).")
+    return shape, num_classes, num_anchors, head_convs
 
-    inputs = keras.Input(shape, name="image")
+
+def _backbone(inputs, backbone_filters, blocks, batch_norm_momentum):
+    """C3, C4 and C5 of the residual backbone (strides 8, 16, 32)."""
     x = _conv_bn(inputs, backbone_filters[0], 3, 2, "stem", True, batch_norm_momentum)                    # /2
     features = []
     for stage, (filters, count) in enumerate(zip(backbone_filters, blocks)):
         for i in range(count):
             x = _block(x, filters, 2 if i == 0 else 1, f"c{stage + 2}_block{i}", batch_norm_momentum)
         features.append(x)                                                     # C2..C5
-    c3, c4, c5 = features[1:]
+    return features[1:]
 
+
+def _pyramid(c3, c4, c5, fpn_filters, max_level):
+    """P3 to P``max_level``: lateral 1x1 convolutions, top-down sums, 3x3 smoothing."""
     pyramid = [keras.layers.Conv2D(fpn_filters, 1, name=f"p{k}_lateral")(c)
                for k, c in zip((3, 4, 5), (c3, c4, c5))]
     for k in (1, 0):   # top-down: P4 += up(P5), P3 += up(P4)
@@ -112,22 +134,20 @@ def retinanet(image_shape: Sequence[int] = (512, 512, 3), num_classes: int = 3, 
     if max_level >= 7:
         p7_in = keras.layers.ReLU(name="p6_relu")(pyramid[-1])
         pyramid.append(keras.layers.Conv2D(fpn_filters, 3, strides=2, padding="same", name="p7")(p7_in))
+    return pyramid
 
-    def head(kind, outputs, bias):
-        convs = [keras.layers.Conv2D(fpn_filters, 3, padding="same", activation="relu",
-                                     kernel_initializer=keras.initializers.RandomNormal(stddev=0.01),
-                                     name=f"{kind}_head_{i}") for i in range(head_convs)]
-        last = keras.layers.Conv2D(outputs, 3, padding="same", name=f"{kind}_output",
-                                   kernel_initializer=keras.initializers.RandomNormal(stddev=0.01),
-                                   bias_initializer=keras.initializers.Constant(bias))
-        results = []
-        for p in pyramid:
-            for conv in convs:
-                p = conv(p)
-            results.append(last(p))
-        return results
 
-    prior = -math.log((1 - prior_probability) / prior_probability)
-    outputs = {"class_logits": head("class", num_anchors * num_classes, prior),
-               "box_deltas": head("box", num_anchors * 4, 0.0)}
-    return keras.Model(inputs, outputs, name=name)
+def _head(pyramid, kind, outputs, bias, fpn_filters, head_convs):
+    """One head's output per level, its convolutions shared across levels."""
+    convs = [keras.layers.Conv2D(fpn_filters, 3, padding="same", activation="relu",
+                                 kernel_initializer=keras.initializers.RandomNormal(stddev=0.01),
+                                 name=f"{kind}_head_{i}") for i in range(head_convs)]
+    last = keras.layers.Conv2D(outputs, 3, padding="same", name=f"{kind}_output",
+                               kernel_initializer=keras.initializers.RandomNormal(stddev=0.01),
+                               bias_initializer=keras.initializers.Constant(bias))
+    results = []
+    for p in pyramid:
+        for conv in convs:
+            p = conv(p)
+        results.append(last(p))
+    return results
