@@ -5,9 +5,15 @@ Rebuilds the model recorded in ``MODEL_DIR/model.json``, restores its last check
 (written on any core count) and runs it split over ``--cores`` (TPU if present, else the
 emulator; 1: unpartitioned) on ``--data`` or on held-out synthetic volumes. Volumes of
 any size: intensities are scaled for the recorded ``--modality``, then every volume is
-zero-padded at the end of each axis to the largest one's size rounded up to what the
-split and the poolings accept; the padding is masked out of Dice, which is the Dice of
-the unpadded volume. Dice per class is the mean over volumes of each volume's Dice.
+zero-padded at the end of each axis to the largest one's size (at least the training
+shape) rounded up to what the split and the poolings accept; the padding is masked out
+of Dice, which is the Dice of the unpadded volume. Dice per class is the mean over
+volumes of each volume's Dice.
+
+A model trained with ``--spacing`` (recorded in ``model.json``) sees every ``--data``
+volume resampled to that spacing, as in training; its prediction is resampled back to
+the volume's own grid (nearest neighbour) and Dice is computed there, against the label
+file as it is: the Dice a user measures on the mask ``predict`` writes.
 """
 import argparse
 import os
@@ -95,22 +101,32 @@ def _run_unet3d(args, record, latest):
     from spatial_tf.commands.shared import default_spec
 
     grid = default_spec(args.cores)
+    spacing = record["spacing"] if args.data is not None else None  # synthetic: model's grid
     try:
         sizes = [tuple(record["shape"])] if args.data is None else \
-            sizing.volume_sizes(args.data, record["classes"])
-        shape = sizing.eval_shape(sizes, grid, record["depth"])
+            sizing.volume_sizes(args.data, record["classes"], spacing)
+        shape = sizing.eval_shape(sizes, grid, record["depth"], trained=record["shape"])
         ds = volumes.padded_examples(
             volumes.source(args.data, record["shape"], record["classes"],
-                           seed=volumes.HELD_OUT_SEED, num_volumes=args.volumes),
+                           seed=volumes.HELD_OUT_SEED, num_volumes=args.volumes,
+                           spacing=spacing),
             shape, record["modality"])
     except (ValueError, OSError, ImportError) as e:
         return fail(PROG, str(e))
     import numpy as np
 
-    step, per_volume, strategy = _dice(args, record, latest, ds, shape, grid)
+    if spacing is None:
+        step, per_volume, strategy = _dice(args, record, latest, ds, shape, grid)
+        how = sizing.describe(sizes, shape)
+    else:
+        step, masks, strategy = _dice(args, record, latest, ds, shape, grid, predict=True)
+        per_volume = _dice_on_own_grids(masks, volumes.pair_files(args.data), sizes,
+                                        record["classes"])
+        how = (f"resampled to {'x'.join(f'{s:g}' for s in spacing)} mm "
+               f"({sizing.describe(sizes, shape)}), Dice on each volume's own grid")
     per_class = np.nanmean(per_volume, axis=0)
     print(f"{os.path.basename(latest)} (step {step}) on {len(per_volume)} held-out volumes, "
-          f"{sizing.describe(sizes, shape)}, {strategy.__class__.__name__}:")
+          f"{how}, {strategy.__class__.__name__}:")
     print("class  Dice")
     for k, v in enumerate(per_class):
         print(f"{k:5d}  {v:.4f}")
@@ -118,8 +134,9 @@ def _run_unet3d(args, record, latest):
     return 0
 
 
-def _dice(args, record, latest, ds, shape, grid):
-    """``(step, per_volume, strategy)``: each volume's Dice per class, the padding masked."""
+def _dice(args, record, latest, ds, shape, grid, predict=False):
+    """``(step, per_volume, strategy)``: each volume's Dice per class, the padding masked
+    (with ``predict``: each volume's predicted class mask, padded, instead)."""
     import numpy as np
     import tensorflow as tf
 
@@ -135,7 +152,7 @@ def _dice(args, record, latest, ds, shape, grid):
     with strategy.scope():
         model = volumes.build_model(record, shape)
     step = restore(model, latest)
-    step_fn = train.make_eval_step(model, spec)
+    step_fn = _predict_step(model, spec) if predict else train.make_eval_step(model, spec)
     dist = data.distribute(strategy, lambda context: ds, strategy.num_replicas_in_sync, spec=spec)
 
     @tf.function
@@ -146,7 +163,38 @@ def _dice(args, record, latest, ds, shape, grid):
     for batch in dist:
         out = evaluate(batch)
         scores += [np.asarray(v) for v in strategy.experimental_local_results(out)]
-    return step, np.stack(scores), strategy
+    return step, (scores if predict else np.stack(scores)), strategy
+
+
+def _predict_step(model, spec):
+    """``step(batch) -> class mask`` (int32, the batch's spatial shape), split as ``spec``."""
+    import tensorflow as tf
+
+    from spatial_tf.steps import split_segmentation_batch
+
+    def step(batch):
+        image, _, _ = split_segmentation_batch(tuple(batch), spec)
+        return tf.argmax(model(image, training=False), axis=-1, output_type=tf.int32)
+
+    return step
+
+
+def _dice_on_own_grids(masks, pairs, sizes, num_classes):
+    """Each volume's Dice per class on its own grid: ``masks[i]`` (a batch of one padded
+    mask at the model's spacing) cropped to ``sizes[i]``, resampled back to the shape of
+    ``pairs[i]``'s label file by nearest neighbour, scored against that file."""
+    import numpy as np
+
+    from spatial_tf import data, metrics
+
+    scores = []
+    for mask, size, (_, label_path) in zip(masks, sizes, pairs):
+        labels = data.read_labels(label_path)
+        mask = np.asarray(mask)[0][tuple(map(slice, size))]
+        back = data.resample_to_shape(mask, labels.shape, order=0)
+        per_class, _ = metrics.dice_score(labels[None], back[None], num_classes)
+        scores.append(per_class.numpy())
+    return np.stack(scores)
 
 
 if __name__ == "__main__":  # pragma: no cover

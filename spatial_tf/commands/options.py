@@ -17,7 +17,7 @@ import sys
 from spatial_tf.checks import CORE_COUNTS  # kept importable from here
 
 __all__ = ["Parser", "positive_int", "power_of_two", "int_list", "momentum", "CORE_COUNTS",
-           "add_unet_options", "add_modality_option", "check_batch", "DTYPE_POLICIES",
+           "spacing", "add_unet_options", "add_modality_option", "check_batch", "DTYPE_POLICIES",
            "UNET_PRESETS", "MODALITIES", "DEFAULT_BN_MOMENTUM", "resolve_unet_preset"]
 
 # the unet3d training command's --dtype-policy choices (Keras dtype policy names)
@@ -91,6 +91,26 @@ def momentum(text: str) -> float:
 
 
 momentum.__name__ = "number"
+
+
+def spacing(text: str) -> list[float]:
+    """A voxel spacing in mm: ``D,H,W`` or one number for all three axes.
+
+    >>> spacing("4"), spacing("0.8,0.8,2.5")
+    ([4.0, 4.0, 4.0], [0.8, 0.8, 2.5])
+    """
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 3) or not all(0 < v < float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected a voxel spacing "
+                                         f"in mm: D,H,W positive numbers such as 1.5,1.5,3, or "
+                                         f"one such as 2 for all three axes")
+    return values * 3 if len(values) == 1 else values
+
+
+spacing.__name__ = "spacing"
 
 
 def int_list(length, example=None):

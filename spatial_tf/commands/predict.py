@@ -2,10 +2,14 @@
 (unet3d); or a detector's boxes drawn on one image (retinanet).
 
 Takes a volume of any size: its intensities are scaled for the recorded ``--modality``,
-it is zero-padded at the end of each axis to what the U-Net's poolings accept, and the
-mask is cropped back to the input's exact shape. Writes the predicted class mask in
-the input's format (``.npy``; ``.nii`` or ``.nii.gz`` with the input's affine and
-header, int16) and a PNG of a slice: input, label (when ``--labels`` is given or the
+it is zero-padded at the end of each axis to what the U-Net's poolings accept (and at
+least to the training shape, as training padded it), and the mask is cropped back to
+the input's exact shape. A model trained with ``--spacing`` (recorded in
+``model.json``) needs a NIfTI ``--input``: it is resampled from its header's voxel
+spacing to the model's (linearly) before the padding, and the mask is resampled back
+to the input's exact shape (nearest neighbour). Writes the predicted class mask in the
+input's format (``.npy``; ``.nii`` or ``.nii.gz`` with the input's affine and header,
+int16) and a PNG of a slice: input, label (when ``--labels`` is given or the
 volume is synthetic) and prediction side by side (``pip install "spatial-tf[plot]"``).
 Without ``--input``, held-out synthetic volume ``--index`` is used. For a retinanet
 model dir, ``--input`` is a PNG or JPEG (fit to the model's image size) and the PNG shows the detections scoring at least
@@ -115,6 +119,7 @@ def _run_unet3d(args, record, latest):
 
     try:
         image, labels, ext, space = _read_input(args, record)
+        spacing = _input_spacing(args, record)
         output = args.output or os.path.join(args.model_dir, "prediction" + ext)
         if _extension(output) != ext:
             raise ValueError(f"argument --output: {output} is not a {ext} file; expected the "
@@ -127,7 +132,7 @@ def _run_unet3d(args, record, latest):
         return fail(PROG, f"{e}. Fix: pip install 'spatial-tf[plot]'")
     except (ValueError, OSError) as e:
         return fail(PROG, str(e))
-    return _predict(args, record, latest, image, labels, output, png, space)
+    return _predict(args, record, latest, image, labels, output, png, space, spacing)
 
 
 def _read_input(args, record):
@@ -160,8 +165,30 @@ def _read_input(args, record):
     return image, labels, ext, space
 
 
-def _predict(args, record, latest, image, labels, output, png, space):
-    """Run the model on ``image`` padded, crop the mask to ``image``'s shape, write it."""
+def _input_spacing(args, record):
+    """``--input``'s voxel spacing (mm) when the model resamples, else None; ValueError
+    for an input without one."""
+    from spatial_tf import data
+    from spatial_tf.commands.volumes import MODEL_FILE
+
+    if record["spacing"] is None or args.input is None:  # synthetic: on the model's grid
+        return None
+    if _extension(args.input) == ".npy":
+        raise ValueError(f"argument --input: {args.input} is a .npy volume, which records no "
+                         f"voxel spacing; expected a NIfTI file (.nii, .nii.gz), because "
+                         f"{args.model_dir} resamples to "
+                         f"{'x'.join(f'{s:g}' for s in record['spacing'])} mm (--spacing, in "
+                         f"{os.path.join(args.model_dir, MODEL_FILE)}). Fix: save the volume as "
+                         f"NIfTI with its voxel sizes")
+    try:
+        return data.voxel_spacing(args.input)
+    except ValueError as e:
+        raise ValueError(f"argument --input: {e}") from None
+
+
+def _predict(args, record, latest, image, labels, output, png, space, spacing=None):
+    """Run the model on ``image`` (resampled from ``spacing`` to the model's when given)
+    padded, crop the mask to that shape, resample it back, write it."""
     import numpy as np
 
     from spatial_tf import data
@@ -169,20 +196,27 @@ def _predict(args, record, latest, image, labels, output, png, space):
     from spatial_tf.commands.outputs import write_atomically
     from spatial_tf.commands.shared import restore
 
-    shape = sizing.eval_shape([image.shape], [1] * 5, record["depth"])
-    scaled = data.scale_intensities(image, record["modality"])
-    padded, _ = data.pad_to_shape(scaled[..., None], shape)
+    seen = image if spacing is None else \
+        data.resample_to_spacing(image, spacing, record["spacing"], order=1)
+    shape = sizing.eval_shape([seen.shape], [1] * 5, record["depth"], trained=record["shape"])
+    padded, _ = data.pad_to_shape(data.scale_intensities(seen, record["modality"])[..., None],
+                                  shape)
     model = volumes.build_model(record, shape)
     step = restore(model, latest)
     logits = model(padded[None], training=False).numpy()[0]
-    prediction = np.argmax(logits, axis=-1).astype(np.int32)[tuple(map(slice, image.shape))]
+    prediction = np.argmax(logits, axis=-1).astype(np.int32)[tuple(map(slice, seen.shape))]
+    prediction = data.resample_to_shape(prediction, image.shape, order=0)
+    scaled = data.scale_intensities(image, record["modality"])
     affine, header = space
     mask = prediction if affine is None else prediction.astype(np.int16)
     write_atomically(output, lambda tmp: data.write_volume(tmp, mask, affine, header))
     slice_png(png, scaled.numpy(), labels, prediction,
               title=f"{os.path.basename(latest)} (step {step})")
+    resampled = "" if spacing is None else (
+        f", predicted at {'x'.join(f'{s:g}' for s in record['spacing'])} mm "
+        f"({'x'.join(map(str, seen.shape))}) from {'x'.join(f'{s:g}' for s in spacing)} mm")
     print(f"wrote {output} (mask, {'x'.join(map(str, image.shape))}, classes "
-          f"{sorted(set(np.unique(prediction).tolist()))}) and {png}")
+          f"{sorted(set(np.unique(prediction).tolist()))}{resampled}) and {png}")
     return 0
 
 

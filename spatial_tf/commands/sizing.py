@@ -9,8 +9,9 @@ Dice. ``train`` runs on one training shape (``training_shape``): without ``--cro
 largest volume's sizes rounded up so; with ``--crop`` that size, each volume larger on
 an axis cropped there to a random window (a new one each time it is drawn) and each
 smaller one padded. ``evaluate`` pads every volume to the largest one's rounded-up
-sizes, ``predict`` its one volume, and the mask it writes is cropped back to the
-input's shape. A model trained with ``--spacing`` sizes every NIfTI volume as it is
+sizes, ``predict`` its one volume, each axis at least the training shape's (so that a
+volume like the training ones is padded as in training), and the mask ``predict``
+writes is cropped back to the input's shape. A model trained with ``--spacing`` sizes every NIfTI volume as it is
 after resampling to that spacing (``spatial_tf.data.resampled_shape`` of its header's
 spacing).
 
@@ -23,7 +24,7 @@ import os
 from typing import List, Optional, Sequence, Tuple
 
 __all__ = ["multiples", "training_shape", "eval_shape", "crop_problem", "volume_sizes",
-           "refuse_spacing", "describe"]
+           "describe"]
 
 Shape = Tuple[int, int, int]
 
@@ -38,14 +39,20 @@ def _round_up(sizes, steps):
     return tuple(-(-s // m) * m for s, m in zip(sizes, steps))
 
 
-def eval_shape(sizes: Sequence[Shape], spec: Sequence[int], depth: int) -> Shape:
-    """The shape every volume of ``sizes`` is padded to: the largest sizes per axis,
-    rounded up to ``multiples(spec, depth)``.
+def eval_shape(sizes: Sequence[Shape], spec: Sequence[int], depth: int,
+               trained: Optional[Sequence[int]] = None) -> Shape:
+    """The shape every volume of ``sizes`` is padded to: the largest sizes per axis, at
+    least ``trained`` (the training shape) when given, rounded up to
+    ``multiples(spec, depth)``. (A volume padded less than in training is predicted
+    worse near the end of each axis: the U-Net learned the padding it saw.)
 
     >>> eval_shape([(13, 10, 9)], [1, 1, 1, 1, 1], depth=2)
     (14, 10, 10)
+    >>> eval_shape([(13, 10, 9)], [1, 1, 1, 1, 1], depth=2, trained=(16, 8, 12))
+    (16, 10, 12)
     """
-    largest = [max(s[axis] for s in sizes) for axis in range(3)]
+    largest = [max([s[axis] for s in sizes] + ([int(trained[axis])] if trained else []))
+               for axis in range(3)]
     return _round_up(largest, multiples(spec, depth))
 
 
@@ -78,7 +85,7 @@ def volume_sizes(data: str, num_classes: int,
     """The ``(depth, height, width)`` of every volume in ``--data`` (a directory of pairs
     or a TFRecord file), each checked; ValueError names the file, the value and the fix.
     With ``spacing`` (mm), the sizes after resampling each NIfTI volume to it."""
-    from spatial_tf.commands.volumes import pair_files
+    from spatial_tf.commands.volumes import pair_files, refuse_spacing
 
     if os.path.isdir(data):
         return [_pair_size(image, labels, num_classes, spacing)
@@ -88,16 +95,6 @@ def volume_sizes(data: str, num_classes: int,
                                 f"of volume pairs or a TFRecord file. Fix: check the path.")
     refuse_spacing(data, spacing)
     return _record_sizes(data, num_classes)
-
-
-def refuse_spacing(data: str, spacing: Optional[Sequence[float]]) -> None:
-    """ValueError when a model resamples (``spacing`` given) but ``data`` is a TFRecord
-    file, whose records hold no voxel spacing."""
-    if spacing is not None:
-        raise ValueError(f"argument --data: {data} is a TFRecord file, whose volumes record no "
-                         f"voxel spacing; expected a directory of NIfTI volumes (.nii, .nii.gz) "
-                         f"to resample to {_mm(spacing)}, the model's spacing. Fix: pass NIfTI "
-                         f"volumes, or train a model without --spacing")
 
 
 def _mm(spacing):
@@ -127,8 +124,8 @@ def _pair_size(image_path, label_path, num_classes, spacing=None):
         raise ValueError(f"argument --data: {image_path} is a .npy volume, which records no "
                          f"voxel spacing; expected NIfTI volumes (.nii, .nii.gz) to resample to "
                          f"{_mm(spacing)} (--spacing, recorded in model.json). Fix: save the "
-                         f"volumes as NIfTI with their voxel sizes, or use a model trained "
-                         f"without --spacing")
+                         f"volumes as NIfTI with their voxel sizes, or train without "
+                         f"--spacing")
     try:
         own = stdata.voxel_spacing(image_path)
     except ValueError as e:

@@ -5,10 +5,12 @@ unet3d takes ``--data`` volumes of any size: each is zero-padded at the end of e
 to a shape the split and the U-Net's poolings accept (each axis a multiple of its split
 count x 2^(depth-1)), the padding masked out of the loss and Dice. Volumes of different
 sizes train on one shape: the largest one's, rounded up so; or, with ``--crop``, random
-windows of that size from larger volumes and padding of smaller ones. Intensities are
+windows of that size from larger volumes and padding of smaller ones. With
+``--spacing``, each NIfTI volume is first resampled from its header's voxel spacing to
+that one (scipy.ndimage: images linearly, labels by nearest neighbour). Intensities are
 scaled for ``--modality`` (ct, mr, other). Every option and every file is checked
 before anything is written to ``--model-dir``, whose ``model.json`` then records the
-shape, modality and batch-norm momentum that evaluate and predict reuse.
+shape, spacing, modality and batch-norm momentum that evaluate and predict reuse.
 
 Runs on a TPU when one is present, else on the CPU emulator (``spatial_tf.auto``), with
 a progress bar (loss, Dice, step time), TensorBoard summaries in ``MODEL_DIR/train`` and
@@ -23,7 +25,8 @@ import os
 
 from spatial_tf.commands.options import (DEFAULT_BN_MOMENTUM, add_modality_option,
                                         add_unet_options, check_batch, int_list, momentum,
-                                        positive_int, power_of_two, resolve_unet_preset)
+                                        positive_int, power_of_two, resolve_unet_preset,
+                                        spacing)
 
 from spatial_tf.commands.shared import default_spec, train_until_signal  # noqa: F401 (kept here)
 from spatial_tf.commands.volumes import RECORD_DEFAULTS  # noqa: F401 (kept importable from here)
@@ -75,6 +78,13 @@ def add_parser(subparsers):
                         "one each time), a smaller one zero-padded at its end; each edge a "
                         "multiple of its split count x 2^(depth-1). Default: the largest "
                         "volume's size rounded up so, every volume padded to it")
+    p.add_argument("--spacing", type=spacing, metavar="D,H,W",
+                   help="unet3d with NIfTI --data: resample every volume from its header's "
+                        "voxel spacing to this one, in mm per array axis (or one number for "
+                        "all three), before padding or cropping: images linearly, labels by "
+                        "nearest neighbour (scipy.ndimage). Recorded in model.json: evaluate "
+                        "and predict resample their volumes alike and the masks back to the "
+                        "input's grid. Default: volumes as they are")
     add_modality_option(p, training=True)
     p.add_argument("--bn-momentum", type=momentum, metavar="M",
                    help=f"unet3d: batch norm's moving-average momentum (default "
@@ -99,7 +109,7 @@ def check_args(parser, args):
     if args.model == "retinanet":
         from spatial_tf.commands.detection import check_train_args
 
-        for option in ("preset", "dtype_policy", "crop", "modality", "bn_momentum"):
+        for option in ("preset", "dtype_policy", "crop", "spacing", "modality", "bn_momentum"):
             if getattr(args, option) is not None:
                 parser.error(f"argument --{option.replace('_', '-')}: not allowed with "
                              f"retinanet; expected it only with unet3d")
@@ -129,6 +139,12 @@ def check_args(parser, args):
     elif not os.path.exists(args.data):
         parser.error(f"argument --data: {args.data} does not exist; expected a directory of "
                      f"volume pairs or a TFRecord file")
+    if args.spacing is not None and (args.data is None or not os.path.isdir(args.data)):
+        what = f"with the TFRecord file {args.data}" if args.data else "without --data"
+        parser.error(f"argument --spacing: not allowed {what}, which records no voxel "
+                     f"spacing; expected it with a --data directory of NIfTI volumes "
+                     f"(.nii, .nii.gz), whose headers give it. Fix: leave --spacing out, or "
+                     f"pass NIfTI volumes")
     _check_crop(parser, args)
 
 
@@ -155,25 +171,32 @@ def _record(args, shape, existing=None):
     return {"model": args.model, "shape": list(shape), "classes": args.classes,
             "depth": args.depth, "filters": args.filters, "dtype_policy": args.dtype_policy,
             "preset": args.preset, "conv": conv, "modality": args.modality,
-            "bn_momentum": args.bn_momentum}
+            "bn_momentum": args.bn_momentum, "spacing": args.spacing}
 
 
-def _existing_record(args, shape):
+def _existing_record(args):
     """The model dir's record with its defaults filled in (None for a new dir); a left-out
-    ``--dtype-policy``, ``--modality`` or ``--bn-momentum`` becomes the recorded one (for a
-    new dir: ``--modality ct``, ``--bn-momentum`` 0.9). Raises ValueError when
-    ``model.json`` is broken or records another model."""
+    ``--dtype-policy``, ``--modality``, ``--bn-momentum`` or ``--spacing`` becomes the
+    recorded one (for a new dir: ``--modality ct``, ``--bn-momentum`` 0.9, no
+    resampling). Raises ValueError when ``model.json`` is broken."""
     from spatial_tf.commands import volumes
 
     existing = volumes.read_record(args.model_dir)
     if existing is not None:
         existing = {**RECORD_DEFAULTS, **existing}
     for option, new in (("dtype_policy", None), ("modality", "ct"),
-                        ("bn_momentum", DEFAULT_BN_MOMENTUM)):
+                        ("bn_momentum", DEFAULT_BN_MOMENTUM), ("spacing", None)):
         if getattr(args, option) is None:  # resume with what it was trained with
             setattr(args, option, existing[option] if existing else new)
+    return existing
+
+
+def _check_same_model(args, shape, existing):
+    """ValueError when the model dir's record (``existing``) is of another model."""
+    from spatial_tf.commands import volumes
+
     if existing is None:
-        return None
+        return
     record = _record(args, shape, existing)
     if existing != record:
         diff = ", ".join(f"{k} {existing.get(k)} (asked {record.get(k)})"
@@ -182,7 +205,6 @@ def _existing_record(args, shape):
                          f"expected the same model to resume. Fix: use another --model-dir, or "
                          f"the options recorded in "
                          f"{os.path.join(args.model_dir, volumes.MODEL_FILE)}")
-    return existing
 
 
 def run(args):
@@ -203,8 +225,9 @@ def run(args):
     from spatial_tf import train
 
     try:  # every file and option is checked before anything is written
+        existing = _existing_record(args)  # a resumed run's recorded --spacing, first
         sizes, shape = _shapes(args)
-        existing = _existing_record(args, shape)
+        _check_same_model(args, shape, existing)
     except (ValueError, OSError, ImportError) as e:
         return fail(prog, str(e))
     strategy = spatial_tf.auto(num_cores_per_replica=args.cores, num_replicas=args.replicas)
@@ -244,7 +267,7 @@ def _shapes(args):
     from spatial_tf.commands import sizing
 
     sizes = [(args.size,) * 3] if args.data is None else \
-        sizing.volume_sizes(args.data, args.classes)
+        sizing.volume_sizes(args.data, args.classes, args.spacing)
     return sizes, sizing.training_shape(sizes, args.spec, args.depth, args.crop)
 
 
@@ -255,7 +278,8 @@ def _data(args, strategy, shape, spec):
 
     def distributed_dataset(done):
         def dataset_fn(context):
-            ds = volumes.source(args.data, (args.size,) * 3, args.classes).shard(
+            ds = volumes.source(args.data, (args.size,) * 3, args.classes,
+                                spacing=args.spacing).shard(
                 context.num_input_pipelines, context.input_pipeline_id)
             # the pipeline is deterministic: skip the examples the first `done` steps took
             count = int(ds.cardinality())
@@ -277,5 +301,7 @@ def _say_what(prog, args, strategy, spec, sizes, shape):
           f"{args.dtype_policy} on {strategy!r}, spec {spec[:2]}, to step {args.steps} in "
           f"{args.model_dir}", flush=True)
     what = f"--data {args.data}: {len(sizes)} volume(s)" if args.data else "synthetic CT volumes"
+    if args.spacing is not None:
+        what += f" resampled to {'x'.join(f'{s:g}' for s in args.spacing)} mm"
     print(f"{prog}: {what}, {describe(sizes, shape)}; --modality {args.modality}, "
           f"--bn-momentum {args.bn_momentum}", flush=True)

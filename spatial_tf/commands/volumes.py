@@ -6,7 +6,9 @@ TensorBoard summaries. ``--data`` is either a directory of volume pairs (``NAME.
 with ``NAME_labels.npy``, or ``.nii`` / ``.nii.gz`` alike) or a TFRecord file
 (``spatial_tf.data.write_tfrecords``' schema), volumes of any size; without it,
 synthetic CT-like volumes are used (training seeds from 0, held-out ones from 10000).
-Every volume's intensities are scaled for the recorded ``--modality``
+A model trained with ``--spacing`` has every ``--data`` volume resampled to the
+recorded spacing first (``spatial_tf.data.resample_to_spacing``). Every volume's
+intensities are scaled for the recorded ``--modality``
 (``spatial_tf.data.scale_intensities``), then fit to the command's shape with a mask
 of its real voxels (see ``spatial_tf.commands.sizing``).
 
@@ -15,10 +17,11 @@ of its real voxels (see ``spatial_tf.commands.sizing``).
 """
 import json
 import os
+from typing import Optional, Sequence
 
 __all__ = ["MODEL_FILE", "HELD_OUT_SEED", "RECORD_KEYS", "RECORD_DEFAULTS", "read_record",
-           "write_record", "pair_files", "source", "training_examples", "padded_examples",
-           "build_model"]
+           "write_record", "pair_files", "source", "refuse_spacing", "training_examples",
+           "padded_examples", "build_model"]
 
 MODEL_FILE = "model.json"
 HELD_OUT_SEED = 10000
@@ -31,9 +34,9 @@ RECORD_KEYS = {"unet3d": ("shape", "classes", "depth", "filters"),
 
 # what a unet3d model.json written before an option existed means by its absence
 # ("conv": spatial_tf's U-Net used keras.layers.Conv3D before HaloConv3D; volumes were
-# windowed as abdominal CT; batch norm kept Keras' momentum)
+# windowed as abdominal CT; batch norm kept Keras' momentum; volumes were not resampled)
 RECORD_DEFAULTS = {"dtype_policy": "float32", "preset": None, "conv": "keras",
-                   "modality": "ct", "bn_momentum": 0.99}
+                   "modality": "ct", "bn_momentum": 0.99, "spacing": None}
 
 
 def read_record(model_dir):
@@ -100,9 +103,11 @@ def pair_files(folder):
     return pairs
 
 
-def source(data, shape, num_classes, seed=0, num_volumes=8):
+def source(data, shape, num_classes, seed=0, num_volumes=8, spacing=None):
     """Unbatched ``(image, labels)`` as stored (raw intensities, each volume its own
-    size) from ``--data``, or ``num_volumes`` synthetic CT volumes of ``shape``."""
+    size) from ``--data``, or ``num_volumes`` synthetic CT volumes of ``shape``. With
+    ``spacing`` (mm), each NIfTI pair of a ``--data`` directory is resampled to it from
+    its image's header spacing."""
     import numpy as np
     import tensorflow as tf
 
@@ -114,11 +119,24 @@ def source(data, shape, num_classes, seed=0, num_volumes=8):
         return tf.data.Dataset.from_tensor_slices((np.stack([p[0] for p in pairs]),
                                                    np.stack([p[1] for p in pairs])))
     if os.path.isdir(data):
-        return stdata.volume_dataset(pair_files(data), num_classes, same_shape=False)
+        return stdata.volume_dataset(pair_files(data), num_classes, same_shape=False,
+                                     spacing=spacing)
     if not os.path.isfile(data):
         raise FileNotFoundError(f"--data {data}: no such file or directory. Expected a directory "
                                 f"of volume pairs or a TFRecord file. Fix: check the path.")
+    refuse_spacing(data, spacing)
     return stdata.tfrecord_dataset([data], num_classes, same_shape=False)
+
+
+def refuse_spacing(data: str, spacing: Optional[Sequence[float]]) -> None:
+    """ValueError when a model resamples (``spacing`` given) but ``data`` is a TFRecord
+    file, whose records hold no voxel spacing."""
+    if spacing is not None:
+        mm = "x".join(f"{s:g}" for s in spacing)
+        raise ValueError(f"argument --data: {data} is a TFRecord file, whose volumes record no "
+                         f"voxel spacing; expected a directory of NIfTI volumes (.nii, .nii.gz) "
+                         f"to resample to {mm} mm, the model's spacing. Fix: pass NIfTI "
+                         f"volumes, or train a model without --spacing")
 
 
 def training_examples(ds, shape, modality, first=0, seed=0):

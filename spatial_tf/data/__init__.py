@@ -1,6 +1,6 @@
-"""Input pipelines, readers, CT and MR intensities, padding and cropping with masks,
-synthetic data, and detection data: synthetic shape images, COCO annotations, box-aware
-augmentation.
+"""Input pipelines, readers, CT and MR intensities, resampling to a voxel spacing, padding
+and cropping with masks, synthetic data, and detection data: synthetic shape images, COCO
+annotations, box-aware augmentation.
 
 >>> from spatial_tf import data
 >>> image, labels = data.synthetic_ct((8, 8, 8), seed=0)
@@ -18,8 +18,10 @@ from spatial_tf.data.intensity import (MODALITIES, WINDOWS, normalize, percentil
                                       scale_intensities, window)
 from spatial_tf.data.padding import pad_to_multiple
 from spatial_tf.data.pipeline import check_static, distribute
+from spatial_tf.data.resampling import (resample_to_shape, resample_to_spacing,
+                                       resampled_affine, resampled_shape)
 from spatial_tf.data.readers import (load_example, read_labels, read_volume, volume_dataset,
-                                    volume_shape, write_volume)
+                                    volume_shape, voxel_spacing, write_volume)
 from spatial_tf.data.synthetic import segmentation_dataset
 from spatial_tf.data.tfrecords import FEATURES, tfrecord_dataset, write_tfrecords
 
@@ -28,8 +30,9 @@ __all__ = [
     "augment_dataset", "check_static", "coco_dataset", "crop_or_pad", "distribute",
     "fit_shape", "flip_horizontal", "load_coco", "load_example", "normalize",
     "pad_to_multiple", "pad_to_shape", "percentile_scale", "read_labels", "read_volume",
+    "resample_to_shape", "resample_to_spacing", "resampled_affine", "resampled_shape",
     "scale_and_crop", "scale_intensities", "segmentation_dataset", "synthetic_ct",
     "synthetic_ct_dataset", "synthetic_detection_dataset", "synthetic_detection_image",
-    "tfrecord_dataset", "volume_dataset", "volume_shape", "window", "write_coco",
-    "write_tfrecords", "write_volume",
+    "tfrecord_dataset", "voxel_spacing", "volume_dataset", "volume_shape", "window",
+    "write_coco", "write_tfrecords", "write_volume",
 ]

@@ -3,7 +3,8 @@
 NIfTI is the format public CT sets use; reading it needs ``nibabel``
 (``pip install "spatial-tf[data]"``). ``volume_dataset`` turns (image, label) file
 pairs into unbatched ``(image, labels)`` examples with static shapes, checking every
-file before any device time.
+file before any device time (resampled to a voxel spacing with ``spacing=``, from each
+image's header: ``voxel_spacing``).
 
 >>> import numpy as np, os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "labels.npy")
@@ -12,15 +13,20 @@ file before any device time.
 (4, 4, 4)
 """
 from typing import Any, Optional, Sequence, Tuple, Union
+import math
 import os
 
 import numpy as np
 import tensorflow as tf
 
 __all__ = ["read_volume", "read_labels", "write_volume", "load_example", "volume_dataset",
-           "volume_shape", "EXTENSIONS"]
+           "volume_shape", "voxel_spacing", "EXTENSIONS"]
 
 EXTENSIONS = (".nii.gz", ".nii", ".npy")
+
+# a NIfTI header's spatial unit -> millimetres per unit ("unknown": taken as mm, as
+# nibabel and most tools do)
+_MM_PER_UNIT = {"mm": 1.0, "unknown": 1.0, "meter": 1000.0, "micron": 0.001}
 
 
 def _kind(path):
@@ -77,6 +83,44 @@ def volume_shape(path: Union[str, os.PathLike]) -> Tuple[int, ...]:
             f"{path}: cannot read it as a {kind} volume ({type(e).__name__}: {e}). Expected an "
             f"intact {kind} file. Fix: re-download or re-export the file."
         ) from e
+
+
+def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
+    """The voxel spacing in mm of the NIfTI volume in ``path``, per array axis, from its
+    header (``pixdim``; metres and microns converted, an unknown unit taken as mm).
+
+    Raises:
+      ValueError: a ``.npy`` file (it records no spacing), a volume that is not 3D, or a
+        header whose voxel sizes are not positive.
+
+    >>> import nibabel, numpy as np, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "scan.nii")
+    >>> nibabel.save(nibabel.Nifti1Image(np.zeros((4, 5, 6), np.float32),
+    ...                                  np.diag([-0.8, 0.8, 2.5, 1])), path)
+    >>> voxel_spacing(path)
+    (0.8, 0.8, 2.5)
+    """
+    path = os.fspath(path)
+    kind = _kind(path)
+    if kind == ".npy":
+        raise ValueError(f"{path}: a .npy file records no voxel spacing; expected a NIfTI file "
+                         f"(.nii, .nii.gz) whose header gives it. Fix: save the volume as NIfTI "
+                         f"with its voxel sizes (nibabel.Nifti1Image(volume, affine)), or do not "
+                         f"resample it.")
+    _check_exists(path, kind)
+    header = _nibabel().load(path).header
+    zooms = tuple(float(z) for z in header.get_zooms())
+    if len(zooms) != 3:
+        raise ValueError(f"{path}: has {len(zooms)} axes (voxel sizes {zooms}); expected a 3D "
+                         f"volume. Fix: save one 3D volume per file.")
+    unit = header.get_xyzt_units()[0] if hasattr(header, "get_xyzt_units") else "unknown"
+    scale = _MM_PER_UNIT.get(unit or "unknown", 1.0)
+    spacing = tuple(round(z * scale, 6) for z in zooms)
+    if not all(math.isfinite(s) and s > 0 for s in spacing):
+        raise ValueError(f"{path}: its header gives voxel sizes {zooms}; expected three positive "
+                         f"sizes in mm. Fix: set them (nibabel: image.header.set_zooms), or do "
+                         f"not resample this volume.")
+    return spacing  # type: ignore[return-value]  # three sizes, checked
 
 
 def read_volume(path: Union[str, os.PathLike]) -> np.ndarray:
@@ -176,7 +220,8 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
 
 
 def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,
-                   same_shape: bool = True) -> tf.data.Dataset:
+                   same_shape: bool = True,
+                   spacing: Optional[Sequence[float]] = None) -> tf.data.Dataset:
     """Unbatched ``(image, labels)`` examples from ``[(image_path, label_path), ...]``.
 
     Every path is checked to exist and the first pair is read when the dataset is made,
@@ -184,7 +229,10 @@ def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,
     file. With ``same_shape=False`` volumes may differ in size (the spatial sizes are
     unknown in the element spec): fit them to one shape with
     ``spatial_tf.data.crop_or_pad`` or ``pad_to_shape``. Pad sizes that do not divide
-    with ``spatial_tf.data.pad_to_multiple``.
+    with ``spatial_tf.data.pad_to_multiple``. With ``spacing`` (mm per axis, e.g.
+    ``(2, 2, 2)``), each pair is resampled from its image's NIfTI header spacing to it
+    (``spatial_tf.data.resample_to_spacing``: the image linearly, the labels by nearest
+    neighbour); ``.npy`` pairs, which record no spacing, are refused.
     """
     pairs = [(os.fspath(a), os.fspath(b)) for a, b in pairs]
     if not pairs:
@@ -195,12 +243,25 @@ def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{path}: no such file. Fix: check the path "
                                         f"(relative paths start at {os.getcwd()}).")
-    image, _ = load_example(*pairs[0], num_classes)
+    def load(image_path, label_path):
+        image, labels = load_example(image_path, label_path, num_classes)
+        if spacing is None:
+            return image, labels
+        from spatial_tf.data.resampling import resample_to_spacing
+
+        own = voxel_spacing(image_path)
+        return (resample_to_spacing(image[..., 0], own, spacing, order=1)[..., None],
+                resample_to_spacing(labels, own, spacing, order=0))
+
+    if spacing is not None:
+        for image_path, _ in pairs:
+            voxel_spacing(image_path)  # .npy or a header without voxel sizes: refused now
+    image, _ = load(*pairs[0])
     shape = image.shape[:-1]
 
     def generate():
         for image_path, label_path in pairs:
-            image, labels = load_example(image_path, label_path, num_classes)
+            image, labels = load(image_path, label_path)
             if same_shape and labels.shape != shape:
                 raise ValueError(
                     f"{label_path}: volume shape {labels.shape} differs from the first volume's "
