@@ -120,8 +120,9 @@ def _run_unet3d(args, record, latest):
     try:
         image, labels, ext, space = _read_input(args, record)
         spacing = _input_spacing(args, record)
+        ext = ".nii.gz" if ext == "dicom" else ext   # a DICOM series: its mask as NIfTI
         output = args.output or os.path.join(args.model_dir, "prediction" + ext)
-        if _extension(output) != ext:
+        if _extension(output) != ext and not (ext == ".nii.gz" and _extension(output) == ".nii"):
             raise ValueError(f"argument --output: {output} is not a {ext} file; expected the "
                              f"input's format. Fix: name it ...{ext}")
         png = args.png or output[: -len(ext)] + ".png"
@@ -155,7 +156,11 @@ def _read_input(args, record):
                          f"3D volume (depth, height, width). Fix: save one 3D volume per file "
                          f"(e.g. drop a trailing axis of size 1 with numpy.squeeze)")
     space = (None, None)
-    if ext != ".npy":
+    if ext == "dicom":   # a folder of DICOM slices
+        from spatial_tf.data.dicom import read_dicom_series
+
+        space = (read_dicom_series(args.input).affine, None)
+    elif ext != ".npy":
         scan = data.readers._nibabel().load(args.input)
         space = (scan.affine, scan.header)
     labels = None

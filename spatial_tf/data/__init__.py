@@ -11,6 +11,7 @@ annotations, box-aware augmentation.
 from spatial_tf.data.augment import augment, augment_dataset, flip_horizontal, scale_and_crop
 from spatial_tf.data.coco import CocoData, coco_dataset, load_coco, write_coco
 from spatial_tf.data.ct import synthetic_ct, synthetic_ct_dataset
+from spatial_tf.data.dicom import DicomVolume, read_dicom_series
 from spatial_tf.data.fitting import crop_or_pad, fit_shape, pad_to_shape
 from spatial_tf.data.images import (DETECTION_CLASSES, synthetic_detection_dataset,
                                      synthetic_detection_image)
@@ -26,10 +27,12 @@ from spatial_tf.data.synthetic import segmentation_dataset
 from spatial_tf.data.tfrecords import FEATURES, tfrecord_dataset, write_tfrecords
 
 __all__ = [
-    "CocoData", "DETECTION_CLASSES", "FEATURES", "MODALITIES", "WINDOWS", "augment",
+    "CocoData", "DETECTION_CLASSES", "DicomVolume", "FEATURES", "MODALITIES", "WINDOWS",
+    "augment",
     "augment_dataset", "check_static", "coco_dataset", "crop_or_pad", "distribute",
     "fit_shape", "flip_horizontal", "load_coco", "load_example", "normalize",
-    "pad_to_multiple", "pad_to_shape", "percentile_scale", "read_labels", "read_volume",
+    "pad_to_multiple", "pad_to_shape", "percentile_scale", "read_dicom_series", "read_labels",
+    "read_volume",
     "resample_to_shape", "resample_to_spacing", "resampled_affine", "resampled_shape",
     "scale_and_crop", "scale_intensities", "segmentation_dataset", "synthetic_ct",
     "synthetic_ct_dataset", "synthetic_detection_dataset", "synthetic_detection_image",

@@ -29,15 +29,27 @@ EXTENSIONS = (".nii.gz", ".nii", ".npy")
 _MM_PER_UNIT = {"mm": 1.0, "unknown": 1.0, "meter": 1000.0, "micron": 0.001}
 
 
+DICOM = "dicom"  # the kind of a folder of DICOM slices
+
+
 def _kind(path):
+    if os.path.isdir(path):
+        return DICOM
     name = os.fspath(path).lower()
     for ext in EXTENSIONS:
         if name.endswith(ext):
             return ext
     raise ValueError(
         f"{os.fspath(path)}: unknown volume format. Expected a file ending in "
-        f"{', '.join(EXTENSIONS)}. Fix: convert it, e.g. with nibabel or np.save."
+        f"{', '.join(EXTENSIONS)}, or a folder of DICOM slices. Fix: convert it, e.g. with "
+        f"nibabel or np.save."
     )
+
+
+def _dicom(path):
+    from spatial_tf.data.dicom import read_dicom_series
+
+    return read_dicom_series(path)
 
 
 def _nibabel():
@@ -71,6 +83,8 @@ def volume_shape(path: Union[str, os.PathLike]) -> Tuple[int, ...]:
     """
     path = os.fspath(path)
     kind = _kind(path)
+    if kind == DICOM:
+        return tuple(_dicom(path).array.shape)
     _check_exists(path, kind)
     try:
         if kind == ".npy":
@@ -107,6 +121,8 @@ def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
                          f"(.nii, .nii.gz) whose header gives it. Fix: save the volume as NIfTI "
                          f"with its voxel sizes (nibabel.Nifti1Image(volume, affine)), or do not "
                          f"resample it.")
+    if kind == DICOM:
+        return _dicom(path).spacing
     _check_exists(path, kind)
     header = _nibabel().load(path).header
     zooms = tuple(float(z) for z in header.get_zooms())
@@ -124,7 +140,8 @@ def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
 
 
 def read_volume(path: Union[str, os.PathLike]) -> np.ndarray:
-    """The array stored in ``path`` (``.nii``, ``.nii.gz`` or ``.npy``), as on disk.
+    """The array stored in ``path`` (``.nii``, ``.nii.gz`` or ``.npy``), as on disk; or the
+    volume of a folder of DICOM slices (``spatial_tf.data.dicom.read_dicom_series``).
 
     NIfTI arrays come in the file's voxel order (nibabel's ``get_fdata``, scaled by the
     header's slope and intercept), as float32.
@@ -134,6 +151,8 @@ def read_volume(path: Union[str, os.PathLike]) -> np.ndarray:
     """
     path = os.fspath(path)
     kind = _kind(path)
+    if kind == DICOM:
+        return _dicom(path).array
     _check_exists(path, kind)
     try:
         if kind == ".npy":
@@ -158,6 +177,10 @@ def write_volume(path: Union[str, os.PathLike], volume: Any,
     """
     path = os.fspath(path)
     kind = _kind(path)
+    if kind == DICOM:
+        raise ValueError(f"{path}: is a folder; expected a file to write the volume to, "
+                         f"ending in {', '.join(EXTENSIONS)}. Fix: e.g. {path}.nii.gz (NIfTI "
+                         f"keeps the DICOM series' affine).")
     volume = np.asarray(volume)
     if kind == ".npy":
         np.save(path, volume)

@@ -350,3 +350,27 @@ def test_volume_options_are_refused_with_retinanet(parse_error, tmp_path, option
     err = parse_error(["train", "retinanet", "--model-dir", str(tmp_path / "m")] + option)
     assert f"argument {option[0]}: not allowed with retinanet; expected it only with " \
            f"unet3d" in err
+
+
+@pytest.mark.emulator
+def test_predict_takes_a_dicom_folder_and_writes_nifti_in_its_space(tmp_path, capsys):
+    pytest.importorskip("pydicom", reason="DICOM needs pydicom: pip install 'spatial-tf[data]'")
+    from dicom_series import COLUMNS, ROWS, SLICES, write_series
+
+    from spatial_tf.data import read_dicom_series
+
+    folder = str(tmp_path / "series")
+    write_series(folder, origin=(-20.0, 30.0, 5.0))
+    model_dir = forced_model_dir(str(tmp_path / "model"))
+    assert main(["predict", "--model-dir", model_dir, "--input", folder]) == 0
+    output = os.path.join(model_dir, "prediction.nii.gz")
+    assert f"wrote {output} (mask, {COLUMNS}x{ROWS}x{SLICES}" in capsys.readouterr().out
+    mask = nib.load(output)
+    assert mask.shape == (COLUMNS, ROWS, SLICES)
+    # NIfTI keeps the affine in float32
+    np.testing.assert_allclose(mask.affine, read_dicom_series(folder).affine, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(mask.dataobj), 1)
+    # a NIfTI output may be named .nii too; another format is refused before any work
+    assert main(["predict", "--model-dir", model_dir, "--input", folder,
+                 "--output", str(tmp_path / "mask.npy")]) == 2
+    assert "is not a .nii.gz file" in capsys.readouterr().err
