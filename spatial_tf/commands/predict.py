@@ -41,6 +41,10 @@ def add_parser(subparsers):
                                                  ".png; retinanet: MODEL_DIR/detections.png)")
     p.add_argument("--score-threshold", type=_fraction, default=0.3, metavar="S",
                    help="retinanet: draw detections scoring at least S (default 0.3)")
+    p.add_argument("--tile", type=_tile, default=None, metavar="D,H,W|trained",
+                   help="unet3d: predict in overlapping tiles of this shape (or the trained "
+                        "shape), blended with Gaussian weights, for volumes larger than one "
+                        "replica holds at once (default: the whole volume at once)")
     add_modality_option(p)
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
@@ -83,6 +87,23 @@ def slice_png(path, image, labels, prediction, title="") -> None:
         plt.close(fig)
 
 
+def _tile(text):
+    """``"trained"`` or three positive edges (one edge: a cube)."""
+    import argparse
+
+    if text.strip() == "trained":
+        return "trained"
+    try:
+        edges = tuple(int(e) for e in text.split(","))
+    except ValueError:
+        edges = ()
+    if len(edges) not in (1, 3) or any(e < 1 for e in edges):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed; expected D,H,W (three positive edges), one edge for a "
+            f"cube, or 'trained' (the model's training shape)")
+    return edges * 3 if len(edges) == 1 else edges
+
+
 def _fraction(text):
     import argparse
 
@@ -120,6 +141,7 @@ def _run_unet3d(args, record, latest):
     try:
         image, labels, ext, space = _read_input(args, record)
         spacing = _input_spacing(args, record)
+        tile = _tile_shape(args.tile, record)
         ext = ".nii.gz" if ext == "dicom" else ext   # a DICOM series: its mask as NIfTI
         output = args.output or os.path.join(args.model_dir, "prediction" + ext)
         if _extension(output) != ext and not (ext == ".nii.gz" and _extension(output) == ".nii"):
@@ -133,7 +155,24 @@ def _run_unet3d(args, record, latest):
         return fail(PROG, f"{e}. Fix: pip install 'spatial-tf[plot]'")
     except (ValueError, OSError) as e:
         return fail(PROG, str(e))
-    return _predict(args, record, latest, image, labels, output, png, space, spacing)
+    return _predict(args, record, latest, image, labels, output, png, space, spacing, tile)
+
+
+def _tile_shape(tile, record):
+    """``--tile`` as edges the U-Net's poolings divide, or None (whole volume)."""
+    from spatial_tf.commands.sizing import multiples
+
+    if tile is None:
+        return None
+    edges = tuple(record["shape"]) if tile == "trained" else tuple(tile)
+    steps = multiples([1] * 5, record["depth"])
+    if any(e % m for e, m in zip(edges, steps)):
+        raise ValueError(
+            f"argument --tile: {','.join(map(str, edges))} does not divide by "
+            f"{steps[0]} on every axis; expected edges the depth-{record['depth']} U-Net's "
+            f"poolings divide. Fix: e.g. --tile "
+            f"{','.join(str(-(-e // m) * m) for e, m in zip(edges, steps))}")
+    return edges
 
 
 def _read_input(args, record):
@@ -191,7 +230,8 @@ def _input_spacing(args, record):
         raise ValueError(f"argument --input: {e}") from None
 
 
-def _predict(args, record, latest, image, labels, output, png, space, spacing=None):
+def _predict(args, record, latest, image, labels, output, png, space, spacing=None,
+             tile=None):
     """Run the model on ``image`` (resampled from ``spacing`` to the model's when given)
     padded, crop the mask to that shape, resample it back, write it."""
     import numpy as np
@@ -206,9 +246,15 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
     shape = sizing.eval_shape([seen.shape], [1] * 5, record["depth"], trained=record["shape"])
     padded, _ = data.pad_to_shape(data.scale_intensities(seen, record["modality"])[..., None],
                                   shape)
-    model = volumes.build_model(record, shape)
+    model = volumes.build_model(record, tile or shape)
     step = restore(model, latest)
-    logits = model(padded[None], training=False).numpy()[0]
+    if tile is None:
+        logits = model(padded[None], training=False).numpy()[0]
+    else:   # overlapping tiles of the model's shape, blended (models.sliding_window)
+        from spatial_tf.models import sliding_window_predict
+
+        logits = sliding_window_predict(lambda x: model(x, training=False).numpy(),
+                                        padded.numpy(), tile)
     prediction = np.argmax(logits, axis=-1).astype(np.int32)[tuple(map(slice, seen.shape))]
     prediction = data.resample_to_shape(prediction, image.shape, order=0)
     scaled = data.scale_intensities(image, record["modality"])
@@ -220,8 +266,9 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
     resampled = "" if spacing is None else (
         f", predicted at {'x'.join(f'{s:g}' for s in record['spacing'])} mm "
         f"({'x'.join(map(str, seen.shape))}) from {'x'.join(f'{s:g}' for s in spacing)} mm")
+    tiled = "" if tile is None else f", in {'x'.join(map(str, tile))} tiles"
     print(f"wrote {output} (mask, {'x'.join(map(str, image.shape))}, classes "
-          f"{sorted(set(np.unique(prediction).tolist()))}{resampled}) and {png}")
+          f"{sorted(set(np.unique(prediction).tolist()))}{resampled}{tiled}) and {png}")
     return 0
 
 

@@ -374,3 +374,33 @@ def test_predict_takes_a_dicom_folder_and_writes_nifti_in_its_space(tmp_path, ca
     assert main(["predict", "--model-dir", model_dir, "--input", folder,
                  "--output", str(tmp_path / "mask.npy")]) == 2
     assert "is not a .nii.gz file" in capsys.readouterr().err
+
+
+@pytest.mark.emulator
+def test_predict_in_tiles_gives_a_mask_of_the_inputs_shape(tmp_path, capsys):
+    image, _ = write_pair(str(tmp_path / "data"), "ct", (21, 10, 9), seed=5)
+    model_dir = forced_model_dir(str(tmp_path / "model"))
+    output = str(tmp_path / "mask.nii.gz")
+    assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
+                 "--tile", "trained"]) == 0
+    assert "(mask, 21x10x9, classes [1], in 8x8x8 tiles)" in capsys.readouterr().out
+    np.testing.assert_array_equal(np.asarray(nib.load(output).dataobj), 1)
+
+
+@pytest.mark.parametrize("tile, message", [
+    ("5,8,8", "argument --tile: 5,8,8 does not divide by 2 on every axis; expected edges the "
+              "depth-2 U-Net's poolings divide. Fix: e.g. --tile 6,8,8"),
+    ("0,8,8", "argument --tile: '0,8,8' is not allowed; expected D,H,W (three positive "
+              "edges), one edge for a cube, or 'trained'"),
+    ("8,8", "argument --tile: '8,8' is not allowed"),
+])
+def test_tiles_the_unet_cannot_pool_are_refused_before_any_work(tmp_path, capsys, tile, message):
+    image, _ = write_pair(str(tmp_path / "data"), "ct", (13, 10, 9), seed=5)
+    model_dir = forced_model_dir(str(tmp_path / "model"))
+    try:
+        status = main(["predict", "--model-dir", model_dir, "--input", image, "--tile", tile])
+    except SystemExit as e:   # argparse refuses a malformed value
+        status = e.code
+    assert status == 2
+    assert message in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(model_dir, "prediction.nii.gz"))
