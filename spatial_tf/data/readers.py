@@ -52,6 +52,21 @@ def _dicom(path):
     return read_dicom_series(path)
 
 
+def _reading(path, kind, from_npy, from_nifti):
+    """``from_npy()`` or ``from_nifti(nibabel image)``; a file that cannot be read as its
+    kind is a ``ValueError`` naming it."""
+    _check_exists(path, kind)
+    try:
+        return from_npy() if kind == ".npy" else from_nifti(_nibabel().load(path))
+    except ImportError:
+        raise
+    except Exception as e:
+        raise ValueError(
+            f"{path}: cannot read it as a {kind} volume ({type(e).__name__}: {e}). Expected an "
+            f"intact {kind} file. Fix: re-download or re-export the file."
+        ) from e
+
+
 def _nibabel():
     try:
         import nibabel
@@ -85,18 +100,9 @@ def volume_shape(path: Union[str, os.PathLike]) -> Tuple[int, ...]:
     kind = _kind(path)
     if kind == DICOM:
         return tuple(_dicom(path).array.shape)
-    _check_exists(path, kind)
-    try:
-        if kind == ".npy":
-            return tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape)
-        return tuple(int(s) for s in _nibabel().load(path).shape)
-    except ImportError:
-        raise
-    except Exception as e:
-        raise ValueError(
-            f"{path}: cannot read it as a {kind} volume ({type(e).__name__}: {e}). Expected an "
-            f"intact {kind} file. Fix: re-download or re-export the file."
-        ) from e
+    return _reading(path, kind,
+                    lambda: tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape),
+                    lambda scan: tuple(int(s) for s in scan.shape))
 
 
 def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
@@ -153,18 +159,8 @@ def read_volume(path: Union[str, os.PathLike]) -> np.ndarray:
     kind = _kind(path)
     if kind == DICOM:
         return _dicom(path).array
-    _check_exists(path, kind)
-    try:
-        if kind == ".npy":
-            return np.load(path, allow_pickle=False)
-        return np.asarray(_nibabel().load(path).get_fdata(dtype=np.float32))
-    except ImportError:
-        raise
-    except Exception as e:
-        raise ValueError(
-            f"{path}: cannot read it as a {kind} volume ({type(e).__name__}: {e}). Expected an "
-            f"intact {kind} file. Fix: re-download or re-export the file."
-        ) from e
+    return _reading(path, kind, lambda: np.load(path, allow_pickle=False),
+                    lambda scan: np.asarray(scan.get_fdata(dtype=np.float32)))
 
 
 def write_volume(path: Union[str, os.PathLike], volume: Any,
