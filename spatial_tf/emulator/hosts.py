@@ -142,9 +142,13 @@ def identical_hosts(per_replica_args: Sequence[Sequence], indices: Sequence[int]
         return [np.asarray(per_replica_args[r][i]) for r in fed[host] for i in indices]
 
     first = inputs(0)
-    return all(len(inputs(h)) == len(first)
-               and all(np.array_equal(a, b) for a, b in zip(first, inputs(h)))
-               for h in list(fed)[1:])
+
+    def same_as_first(host):
+        theirs = inputs(host)
+        return len(theirs) == len(first) and all(
+            np.array_equal(a, b) for a, b in zip(first, theirs))
+
+    return all(same_as_first(h) for h in list(fed)[1:])
 
 
 def identical_hosts_message(step_name: str, num_hosts: int) -> str:
