@@ -87,6 +87,8 @@ class CompiledStep:
         )
         self._unpartitioned = None
         self._float64 = {}
+        self._hlo_text: Optional[str] = None
+        self._collectives: Optional[List[Collective]] = None
 
     @property
     def compile_seconds(self) -> float:
@@ -98,13 +100,17 @@ class CompiledStep:
         return (self.program if partitioned else self.unpartitioned).memory()
 
     def hlo_text(self) -> str:
-        """The partitioned, optimized program as XLA prints it."""
-        return self.program.compiled.hlo_text()
+        """The partitioned, optimized program as XLA prints it (printed once)."""
+        if self._hlo_text is None:
+            self._hlo_text = self.program.compiled.hlo_text()
+        return self._hlo_text
 
     def collectives(self) -> List[Collective]:
         """Every collective of the partitioned program, in program order, per core, with
-        the TensorFlow op it came from (``op_name``)."""
-        return collectives(self.hlo_text())
+        the TensorFlow op it came from (``op_name``); read from the HLO text once."""
+        if self._collectives is None:
+            self._collectives = collectives(self.hlo_text())
+        return list(self._collectives)
 
     def gathers(self, min_bytes: int = 0) -> List[Collective]:
         """The all-gathers and all-to-alls of at least ``min_bytes`` per core."""
