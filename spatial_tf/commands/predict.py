@@ -189,17 +189,19 @@ def _read_input(args, record):
                                           num_classes=record["classes"])
         return image[..., 0], labels, ".npy", (None, None)
     ext = _extension(args.input)
-    image = np.asarray(data.read_volume(args.input), np.float32)
+    space = (None, None)
+    if ext == "dicom":   # a folder of DICOM slices, read once for its volume and affine
+        from spatial_tf.data.dicom import read_dicom_series
+
+        series = read_dicom_series(args.input)
+        image, space = series.array, (series.affine, None)
+    else:
+        image = np.asarray(data.read_volume(args.input), np.float32)
     if image.ndim != 3:
         raise ValueError(f"argument --input: {args.input} has shape {image.shape}; expected a "
                          f"3D volume (depth, height, width). Fix: save one 3D volume per file "
                          f"(e.g. drop a trailing axis of size 1 with numpy.squeeze)")
-    space = (None, None)
-    if ext == "dicom":   # a folder of DICOM slices
-        from spatial_tf.data.dicom import read_dicom_series
-
-        space = (read_dicom_series(args.input).affine, None)
-    elif ext != ".npy":
+    if ext not in ("dicom", ".npy"):
         scan = data.readers._nibabel().load(args.input)
         space = (scan.affine, scan.header)
     labels = None
