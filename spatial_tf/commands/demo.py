@@ -137,8 +137,9 @@ def _train(args, spec, shape, ds):
     print(f"training on {strategy!r} (the first step traces and compiles)", flush=True)
     with tempfile.TemporaryDirectory() as model_dir:
         last = train.train(strategy, model, optimizer, dist, steps=args.steps,
-                           model_dir=model_dir, spec=spec, checkpoint_every=args.steps,
-                           loss_fn=loss_fn)
+                           model_dir=model_dir, spec=spec,
+                           options=train.TrainOptions(checkpoint_every=args.steps,
+                                                      loss_fn=loss_fn))
     sys.stderr.flush()
     print(f"step {last['step']}: loss {last['loss']:.4f}, mean Dice {last['dice']:.3f}\n",
           flush=True)

@@ -22,12 +22,13 @@ def default_spec(cores):
     return spec
 
 
-def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, **options):
+def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, *, spec=None,
+                       step_fn=None):
     """``spatial_tf.train.train`` to ``--steps`` with the command's options; SIGTERM and
     Ctrl-C save a checkpoint of the finished step. Prints the last step
     (``describe(last)`` after training, or that it was trained already) and returns the
     command's exit code: 0, or 130 after saying on stderr that a signal stopped it.
-    ``options`` go to ``train`` (``spec``, ``step_fn``)."""
+    ``spec`` and ``step_fn`` go to ``train``."""
     from spatial_tf import train
 
     stop = {"signal": None}
@@ -37,10 +38,11 @@ def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, *
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        options = train.TrainOptions(checkpoint_every=args.checkpoint_every,
+                                     progress=not args.no_progress, step_fn=step_fn,
+                                     stop=lambda: stop["signal"] is not None)
         last = train.train(strategy, model, optimizer, dist, steps=args.steps,
-                           model_dir=args.model_dir, checkpoint_every=args.checkpoint_every,
-                           progress=not args.no_progress,
-                           stop=lambda: stop["signal"] is not None, **options)
+                           model_dir=args.model_dir, spec=spec, options=options)
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

@@ -2,9 +2,9 @@
 
 ``train`` restores the latest checkpoint in ``model_dir`` (weights, optimizer, global
 step and the position in the data), runs the remaining steps under ``strategy`` with a
-progress bar and TensorBoard summaries, and checkpoints every ``checkpoint_every``
-steps and at the end. Stopped at any moment, the next call loses at most the steps since
-the last checkpoint.
+progress bar and TensorBoard summaries, and checkpoints every
+``TrainOptions.checkpoint_every`` steps and at the end. Stopped at any moment, the next
+call loses at most the steps since the last checkpoint.
 
 The data position is restored in one of three ways, each giving the resumed run exactly
 the batches an uninterrupted run gets:
@@ -24,19 +24,21 @@ reads in full and says on stderr which files it passed over and why (see
 """
 import os
 import sys
+from typing import Any, Optional
 
 import tensorflow as tf
 
+from spatial_tf.checks import fold_keywords
 from spatial_tf.train.checkpoints import Checkpointer
-from spatial_tf.train.step import make_train_step, segmentation_loss
+from spatial_tf.train.options import TrainOptions
+from spatial_tf.train.step import make_train_step
 from spatial_tf.train.summaries import Progress, Summaries
 
 __all__ = ["train"]
 
 
 def train(strategy, model, optimizer, dataset, *, steps: int, model_dir, spec=None,
-          checkpoint_every: int = 100, loss_fn=segmentation_loss, progress: bool = True,
-          max_to_keep: int = 3, stop=None, step_fn=None) -> dict:
+          options: Optional[TrainOptions] = None, **deprecated: Any) -> dict:
     """Train to global step ``steps``; return the last step's values and ``"step"``.
 
     Args:
@@ -50,24 +52,24 @@ def train(strategy, model, optimizer, dataset, *, steps: int, model_dir, spec=No
       steps: the global step to stop at (already done steps are skipped on resume).
       model_dir: checkpoints (``ckpt-<step>``) and summaries (``train/``) go here.
       spec: the batch's spec, see ``make_train_step``.
-      checkpoint_every: steps between checkpoints.
-      stop: a callable checked after every step; when it returns True (e.g. a SIGTERM
-        handler set a flag) a checkpoint of the finished step is saved and ``train``
-        returns with ``"stopped": True``.
-      step_fn: the replica step, ``step_fn(batch) -> {name: scalar}`` (applying the
-        gradients itself); by default ``make_train_step(model, optimizer, spec, loss_fn)``,
-        whose values are ``"loss"`` and ``"dice"``. Every value is averaged over replicas,
-        shown on the progress bar and written to the summaries.
+      options: a ``TrainOptions``: checkpoint interval and count, the loss or the whole
+        replica step, the progress bar, a stop callback. The step's values (by default
+        ``"loss"`` and ``"dice"``) are averaged over replicas, shown on the progress bar
+        and written to the summaries.
+      **deprecated: ``TrainOptions`` fields given as keywords, as earlier releases took
+        them (``checkpoint_every=``, ``progress=``...): still accepted, with a
+        ``DeprecationWarning`` naming ``options=``.
     """
-    for name, value in (("steps", steps), ("checkpoint_every", checkpoint_every)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"train: {name} is {value!r}; expected a positive int.")
+    options = fold_keywords("train", deprecated, {"options": (TrainOptions, options)})["options"]
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"train: steps is {steps!r}; expected a positive int.")
     if not getattr(optimizer, "built", True):  # its slots must exist before restore and
         with strategy.scope():                 # be made in the strategy's scope, not in a step
             optimizer.build(model.trainable_variables)
-    checkpointer, start, iterator = _restore(model_dir, max_to_keep, model, optimizer, dataset)
-    if step_fn is None:
-        step_fn = make_train_step(model, optimizer, spec, loss_fn)
+    checkpointer, start, iterator = _restore(model_dir, options.max_to_keep, model, optimizer,
+                                             dataset)
+    step_fn = options.step_fn or make_train_step(model, optimizer, spec, options.loss_fn)
+    stop, checkpoint_every = options.stop, options.checkpoint_every
 
     @tf.function
     def train_step(iterator):
@@ -77,7 +79,7 @@ def train(strategy, model, optimizer, dataset, *, steps: int, model_dir, spec=No
     last = {"step": start}
     if stop is not None and stop():
         return dict(last, stopped=True)
-    bar = Progress(total=steps, initial=start, disable=not progress)
+    bar = Progress(total=steps, initial=start, disable=not options.progress)
     try:
         with Summaries(os.path.join(os.fspath(model_dir), "train")) as summaries:
             for step in range(start + 1, steps + 1):

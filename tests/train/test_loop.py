@@ -23,7 +23,8 @@ def _setup():
 def test_resume_equals_uninterrupted(tmp_path):
     model, optimizer, dataset = _setup()
     full = train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=5,
-                       model_dir=tmp_path / "full", checkpoint_every=2, progress=False)
+                       model_dir=tmp_path / "full",
+                       options=train.TrainOptions(checkpoint_every=2, progress=False))
     assert full["step"] == 5
     names = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "full" / "ckpt-*.index")))
     assert names == ["ckpt-2.index", "ckpt-4.index", "ckpt-5.index"]  # every 2 steps and the end
@@ -31,11 +32,13 @@ def test_resume_equals_uninterrupted(tmp_path):
 
     model, optimizer, dataset = _setup()
     first = train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=3,
-                        model_dir=tmp_path / "resumed", checkpoint_every=2, progress=False)
+                        model_dir=tmp_path / "resumed",
+                        options=train.TrainOptions(checkpoint_every=2, progress=False))
     assert first["step"] == 3
     model, optimizer, dataset = _setup()  # a new process would start like this
     last = train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=5,
-                       model_dir=tmp_path / "resumed", checkpoint_every=2, progress=False)
+                       model_dir=tmp_path / "resumed",
+                       options=train.TrainOptions(checkpoint_every=2, progress=False))
     assert last["step"] == 5 and last["loss"] == pytest.approx(full["loss"], rel=1e-5)
     for a, b in zip(model.weights, expected):
         np.testing.assert_allclose(a.numpy(), b, rtol=1e-5, atol=1e-6)
@@ -50,11 +53,13 @@ def test_mirrored_strategy(tmp_path, virtual_cpus):
     dist = data.distribute(strategy, lambda c: data.synthetic_ct_dataset((8, 8, 8), num_volumes=4).repeat(),
                            global_batch_size=2, spec=[[1, 2, 1, 1, 1], [1, 2, 1, 1]])
     out = train.train(strategy, model, optimizer, dist, steps=2, model_dir=tmp_path,
-                      spec=[[1, 2, 1, 1, 1], [1, 2, 1, 1]], checkpoint_every=1, progress=False)
+                      spec=[[1, 2, 1, 1, 1], [1, 2, 1, 1]],
+                      options=train.TrainOptions(checkpoint_every=1, progress=False))
     assert out["step"] == 2 and np.isfinite(out["loss"]) and 0 <= out["dice"] <= 1
     assert os.path.basename(tf.train.latest_checkpoint(str(tmp_path))) == "ckpt-2"
     again = train.train(strategy, model, optimizer, dist, steps=3, model_dir=tmp_path,
-                        spec=[[1, 2, 1, 1, 1], [1, 2, 1, 1]], progress=False)
+                        spec=[[1, 2, 1, 1, 1], [1, 2, 1, 1]],
+                        options=train.TrainOptions(progress=False))
     assert again["step"] == 3  # resumed at 2: one more step
     assert os.path.basename(tf.train.latest_checkpoint(str(tmp_path))) == "ckpt-3"
 
@@ -69,11 +74,12 @@ def test_emulator(tmp_path):
     spec = [[1, 2, 2, 2, 1], [1, 2, 2, 2]]
     dist = data.distribute(emulator, lambda c: data.synthetic_ct_dataset((8, 8, 8), num_volumes=4).repeat(),
                            global_batch_size=2, spec=spec)
-    out = train.train(emulator, model, optimizer, dist, steps=2, model_dir=tmp_path, spec=spec,
-                      checkpoint_every=1, progress=False)
+    out = train.train(emulator, model, optimizer, dist, steps=2, model_dir=tmp_path,
+                      spec=spec,
+                      options=train.TrainOptions(checkpoint_every=1, progress=False))
     assert out["step"] == 2 and np.isfinite(out["loss"])
-    again = train.train(emulator, model, optimizer, dist, steps=3, model_dir=tmp_path, spec=spec,
-                        progress=False)
+    again = train.train(emulator, model, optimizer, dist, steps=3, model_dir=tmp_path,
+                        spec=spec, options=train.TrainOptions(progress=False))
     assert again["step"] == 3
     # the checkpoint written partitioned restores unpartitioned, weights identical
     plain_model, plain_optimizer, _ = _setup()
@@ -83,14 +89,46 @@ def test_emulator(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(steps=0), r"steps is 0; expected a positive int"),
-    (dict(steps=2, checkpoint_every=0), r"checkpoint_every is 0; expected a positive int"),
-])
-def test_bad_arguments(tmp_path, kwargs, message):
+def test_bad_steps(tmp_path):
     model, optimizer, dataset = _setup()
-    with pytest.raises(ValueError, match=message):
-        train.train(tf.distribute.get_strategy(), model, optimizer, dataset, model_dir=tmp_path, **kwargs)
+    for steps in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match=rf"train: steps is {steps!r}; expected a positive int"):
+            train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=steps,
+                        model_dir=tmp_path)
+    assert os.listdir(tmp_path) == []  # refused before anything was written
+
+
+@pytest.mark.parametrize("field, value, error, message", [
+    ("checkpoint_every", 0, ValueError,
+     r"TrainOptions: checkpoint_every is 0; expected a positive int \(steps between "
+     r"checkpoints\)\. Fix: checkpoint_every=100, the default\."),
+    ("max_to_keep", True, ValueError, r"max_to_keep is True; expected a positive int"),
+    ("max_to_keep", 1.5, ValueError, r"max_to_keep is 1.5; expected a positive int"),
+    ("loss_fn", 3.0, TypeError, r"loss_fn is 3.0, which is not callable"),
+    ("step_fn", "step", TypeError, r"step_fn is 'step', which is not callable"),
+    ("stop", False, TypeError, r"stop is False, which is not callable"),
+    ("progress", 0, TypeError, r"progress is 0; expected True or False"),
+])
+def test_bad_options(field, value, error, message):
+    with pytest.raises(error, match=message):
+        train.TrainOptions(**{field: value})
+
+
+def test_earlier_keywords_still_work_and_say_where_they_moved(tmp_path):
+    model, optimizer, dataset = _setup()
+    with pytest.warns(DeprecationWarning) as caught:
+        out = train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=2,
+                          model_dir=tmp_path, checkpoint_every=1, progress=False)
+    assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+        "train(..., checkpoint_every=1, progress=False) is deprecated; pass "
+        "options=TrainOptions(checkpoint_every=1, progress=False)."]
+    assert out["step"] == 2  # and checkpoint_every=1 took effect: a checkpoint per step
+    names = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "ckpt-*.index")))
+    assert names == ["ckpt-1.index", "ckpt-2.index"]
+    with pytest.raises(TypeError, match=r"train: unexpected keyword argument\(s\) epochs; "
+                                        r"expected those of TrainOptions \("):
+        train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=2,
+                    model_dir=tmp_path, epochs=3)
 
 
 def test_custom_step_fn_values_reach_result_summaries_and_bar(tmp_path, capsys):
@@ -108,7 +146,8 @@ def test_custom_step_fn_values_reach_result_summaries_and_bar(tmp_path, capsys):
         return {"box_loss": loss, "recall": tf.constant(0.25)}
 
     out = train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=2,
-                      model_dir=tmp_path, step_fn=step_fn, progress=True)
+                      model_dir=tmp_path,
+                      options=train.TrainOptions(step_fn=step_fn, progress=True))
     assert sorted(out) == ["box_loss", "recall", "step"] and out["step"] == 2
     assert out["recall"] == 0.25 and np.isfinite(out["box_loss"]) and len(calls) == 1
     assert "recall=0.250" in capsys.readouterr().err

@@ -71,8 +71,7 @@ def _run(make_strategy, image_spec, model_dir, steps, stop=None, checkpoint_ever
     model, optimizer, step_fn = _model_and_step(strategy, image_spec)
     dist = data.distribute(strategy, _examples, PER_REPLICA * strategy.num_replicas_in_sync)
     out = train.train(strategy, model, optimizer, dist, steps=steps, model_dir=model_dir,
-                      step_fn=step_fn, checkpoint_every=checkpoint_every, stop=stop,
-                      progress=False)
+                      options=train.TrainOptions(step_fn=step_fn, checkpoint_every=checkpoint_every, stop=stop, progress=False))
     return out, model
 
 
@@ -160,7 +159,8 @@ def test_checkpoint_without_iterator_resumes_under_the_default_strategy(tmp_path
 
     plain = _examples().batch(PER_REPLICA * 2)  # the same global batches
     train.train(tf.distribute.get_strategy(), model, optimizer, plain, steps=4,
-                model_dir=tmp_path, step_fn=step_fn, progress=False)
+                model_dir=tmp_path,
+                options=train.TrainOptions(step_fn=step_fn, progress=False))
     logged = _logged(str(tmp_path))
     uninterrupted = [b["tag"].numpy().tolist() for b in _examples().batch(4).take(4)]
     assert [logged[4]["tag0"][-1], logged[4]["tag1"][-1]] == uninterrupted[3][:2]
@@ -182,9 +182,11 @@ def test_dataset_function_gets_the_restored_step(tmp_path):
         return {"first": batch["tag"][0]}
 
     train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=2,
-                model_dir=tmp_path, step_fn=step_fn, progress=False)
+                model_dir=tmp_path,
+                options=train.TrainOptions(step_fn=step_fn, progress=False))
     train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=5,
-                model_dir=tmp_path, step_fn=step_fn, progress=False)
+                model_dir=tmp_path,
+                options=train.TrainOptions(step_fn=step_fn, progress=False))
     assert asked == [0, 2]
     firsts = [b["tag"][0].numpy() for b in _examples().batch(2).take(5)]
     logged = _logged(str(tmp_path))
@@ -201,5 +203,5 @@ def test_replay_past_the_end_of_the_data(tmp_path, virtual_cpus):
     with pytest.raises(ValueError, match=r"the dataset ended after 1 batches while replaying "
                                          r"the 3 steps the checkpoint holds.*Fix: repeat\(\) it"):
         train.train(strategy, model, optimizer, short, steps=5, model_dir=tmp_path,
-                    step_fn=step_fn, progress=False)
+                    options=train.TrainOptions(step_fn=step_fn, progress=False))
     assert sorted(os.listdir(tmp_path)) == before
