@@ -110,14 +110,40 @@ def _connect(tpu, timeout_s):
     The only code that needs a real TPU. The work runs in a daemon thread so an
     unreachable TPU fails after ``timeout_s`` seconds instead of hanging.
     """
+    _check_timeout(timeout_s)
+    target = _resolve_target(tpu)
+    shown = target if target is not None else os.environ.get("TPU_NAME", "from environment")
+    log.info("Connecting to TPU %r (waiting up to %.0f s)...", shown, timeout_s)
+    start = time.monotonic()
+    outcome, finished = _attempt(target, timeout_s)
+    changed = outcome.get("runtime_changed", False)
+    if not finished:
+        raise TPUUnavailableError(
+            f"No answer from TPU {shown!r} within {timeout_s:g} s (resolve, connect, "
+            f"initialize); the attempt continues in the background. Fix: check that the "
+            f"TPU is running and reachable from this machine, or pass a larger timeout_s= "
+            f"for a big pod slice.",
+            runtime_changed=changed,
+            can_fall_back=False,
+        )
+    if "error" in outcome:
+        raise _failure(shown, outcome["stage"], outcome["error"], changed) from outcome["error"]
+    log.info("TPU %r ready after %.1f s.", shown, time.monotonic() - start)
+    return outcome["value"]
+
+
+def _check_timeout(timeout_s):
     expected = f"expected a positive number of seconds, e.g. timeout_s={DEFAULT_TIMEOUT_S:.0f}."
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
         raise TypeError(f"timeout_s={timeout_s!r} ({type(timeout_s).__name__}); {expected}")
     if timeout_s <= 0:
         raise ValueError(f"timeout_s={timeout_s!r}; {expected}")
-    target = _resolve_target(tpu)
-    shown = target if target is not None else os.environ.get("TPU_NAME", "from environment")
-    log.info("Connecting to TPU %r (waiting up to %.0f s)...", shown, timeout_s)
+
+
+def _attempt(target, timeout_s):
+    """Resolve, connect and initialize in a daemon thread, waiting up to ``timeout_s``:
+    ``(outcome, finished)``; ``outcome`` holds the last ``stage``, ``runtime_changed``,
+    and the ``value`` or the ``error``."""
     outcome = {}
 
     def work():
@@ -129,55 +155,46 @@ def _connect(tpu, timeout_s):
             _connect_runtime(resolver)
             outcome["stage"] = "initialize"
             outcome["value"] = (resolver, _initialize(resolver))
-        except Exception as e:  # reported to the caller below
+        except Exception as e:  # reported to the caller
             outcome["error"] = e
 
-    start = time.monotonic()
     thread = threading.Thread(target=work, name="spatial_tf-tpu-connect", daemon=True)
     thread.start()
     thread.join(timeout_s)
-    changed = outcome.get("runtime_changed", False)
-    if thread.is_alive():
-        raise TPUUnavailableError(
-            f"No answer from TPU {shown!r} within {timeout_s:g} s (resolve, connect, "
-            f"initialize); the attempt continues in the background. Fix: check that the "
-            f"TPU is running and reachable from this machine, or pass a larger timeout_s= "
-            f"for a big pod slice.",
+    return outcome, not thread.is_alive()
+
+
+def _failure(shown, stage, e, changed):
+    """The error to raise for ``e``, raised at ``stage`` of connecting to TPU ``shown``:
+    ``TPUUnavailableError`` when there is no TPU (falling back to the emulator is safe
+    unless the runtime was pointed at a cluster already), else ``TPUError``."""
+    first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    no_tpu = isinstance(e, _NO_TPU_ERRORS) or (stage == "resolve" and isinstance(e, ValueError))
+    if no_tpu and not changed:
+        return TPUUnavailableError(
+            f"Could not use TPU {shown!r}: {type(e).__name__}: {first_line}. Fix: check "
+            f"the TPU name and that this machine runs a TPU build of TensorFlow "
+            f"(tensorflow-tpu on TPU VMs).",
             runtime_changed=changed,
-            can_fall_back=False,
         )
-    if "error" in outcome:
-        e = outcome["error"]
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        stage = outcome["stage"]
-        no_tpu = isinstance(e, _NO_TPU_ERRORS) or (stage == "resolve" and isinstance(e, ValueError))
-        if no_tpu and not changed:
-            raise TPUUnavailableError(
-                f"Could not use TPU {shown!r}: {type(e).__name__}: {first_line}. Fix: check "
-                f"the TPU name and that this machine runs a TPU build of TensorFlow "
-                f"(tensorflow-tpu on TPU VMs).",
-                runtime_changed=changed,
-            ) from e
-        if no_tpu:
-            raise TPUUnavailableError(
-                f"TPU {shown!r} failed after this process connected to it ({stage}): "
-                f"{type(e).__name__}: {first_line}. Fix: check that the TPU is running "
-                f"and healthy.",
-                runtime_changed=True,
-            ) from e
-        connected = (
-            " This process's TensorFlow is now connected to that cluster: restart it to "
-            "run locally." if changed else ""
+    if no_tpu:
+        return TPUUnavailableError(
+            f"TPU {shown!r} failed after this process connected to it ({stage}): "
+            f"{type(e).__name__}: {first_line}. Fix: check that the TPU is running "
+            f"and healthy.",
+            runtime_changed=True,
         )
-        raise TPUError(
-            f"TPU {shown!r} was found but failed to {stage}: {type(e).__name__}: "
-            f"{first_line}. This is a fault of the TPU or its software, not a missing "
-            f"TPU, so spatial_tf does not fall back to CPU. Fix: check that the TPU is "
-            f"not in use by another process, that its TensorFlow version matches this "
-            f"one ({tf.__version__}), and the full error chained below.{connected}"
-        ) from e
-    log.info("TPU %r ready after %.1f s.", shown, time.monotonic() - start)
-    return outcome["value"]
+    connected = (
+        " This process's TensorFlow is now connected to that cluster: restart it to "
+        "run locally." if changed else ""
+    )
+    return TPUError(
+        f"TPU {shown!r} was found but failed to {stage}: {type(e).__name__}: "
+        f"{first_line}. This is a fault of the TPU or its software, not a missing "
+        f"TPU, so spatial_tf does not fall back to CPU. Fix: check that the TPU is "
+        f"not in use by another process, that its TensorFlow version matches this "
+        f"one ({tf.__version__}), and the full error chained below.{connected}"
+    )
 
 
 def _resolver(target):
