@@ -17,7 +17,7 @@ configured before TensorFlow loads.
 """
 import importlib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # public name -> module that defines it
 _EXPORTS = {

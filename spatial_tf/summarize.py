@@ -28,7 +28,7 @@ from typing import Any, List, Optional
 
 import tensorflow as tf
 
-from spatial_tf.spec import Assign, check_num_cores_per_replica, inputs_and_spec, validate
+from spatial_tf.spec import Assign, check_num_cores_per_replica, check_order, validate
 from spatial_tf.spec.paths import flatten_with_paths
 from spatial_tf.table import format_bytes, format_table
 
@@ -41,7 +41,7 @@ def layout_rows(inputs: Any, spec: Any, num_cores_per_replica: int) -> list:
     ``bytes_per_core`` is what each core holding the tensor holds (for ``Assign(k)``,
     what core k holds); None when a size is unknown.
     """
-    inputs, spec = inputs_and_spec(inputs, spec, "layout_rows")
+    check_order(inputs, spec, "layout_rows")
     tree = validate(inputs, spec, num_cores_per_replica)
     rows = []
     for (path, leaf), (_, x) in zip(
@@ -86,9 +86,9 @@ def summary(inputs: Any, spec: Any, num_cores_per_replica: int) -> str:
     ``inputs`` may be tensors, ``tf.TensorSpec`` s or a dataset's ``element_spec``. An
     ``Assign(k)`` tensor lives on core k only; its bytes are counted for that core, and
     the totals are then given per core (and the most any one core holds). The spec-first
-    order of earlier releases still works and warns.
+    order of releases before 0.2 raises ``TypeError`` saying so.
     """
-    inputs, spec = inputs_and_spec(inputs, spec, "summary")
+    check_order(inputs, spec, "summary")
     cores = check_num_cores_per_replica(num_cores_per_replica)
     rows = layout_rows(inputs, spec, cores)
     table = []

@@ -61,10 +61,10 @@ def test_summary_validates_first():
         spatial_tf.summary(tf.TensorSpec([2, 5]), [1, 2], 2)
 
 
-def test_spec_first_order_still_works_and_warns():
+def test_spec_first_order_is_refused():
     inputs = {"image": tf.TensorSpec([2, 8, 8, 3])}
     spec = {"image": [1, 2, 1, 1]}
-    with pytest.warns(DeprecationWarning, match=r"spatial_tf\.summary\(spec, inputs, \.\.\.\) "
-                      r"is deprecated; the order is now summary\(inputs, spec, \.\.\.\)"):
-        old = spatial_tf.summary(spec, inputs, 2)
-    assert old == spatial_tf.summary(inputs, spec, 2)
+    with pytest.raises(TypeError, match=r"spatial_tf\.summary\(spec, inputs, \.\.\.\): the first "
+                       r"argument is a spec .* the order is summary\(inputs, spec, \.\.\.\)"):
+        spatial_tf.summary(spec, inputs, 2)
+    assert "(2, 4, 8, 3)" in spatial_tf.summary(inputs, spec, 2)

@@ -12,8 +12,8 @@ from spatial_tf.spec.validation import (
     VALID_CORES_PER_REPLICA,
     check_cores,
     check_num_cores_per_replica,
+    check_order,
     infer_num_cores,
-    inputs_and_spec,
     parse,
     validate,
 )
@@ -27,7 +27,7 @@ __all__ = [
     "parse",
     "check_cores",
     "infer_num_cores",
-    "inputs_and_spec",
+    "check_order",
     "flatten_with_paths",
     "check_num_cores_per_replica",
     "VALID_CORES_PER_REPLICA",

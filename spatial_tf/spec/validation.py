@@ -21,7 +21,6 @@ as is; ``[feature_dims]`` alone replicates the labels.
 """
 import collections.abc
 import math
-import warnings
 from typing import Any, Optional, Tuple
 
 import numpy as np
@@ -65,10 +64,10 @@ def validate(inputs: Any, spec: Any, num_cores_per_replica: int) -> Any:
     ``inputs`` may hold tensors, NumPy arrays, ``tf.TensorSpec`` s or be a ``tf.data``
     ``element_spec``. Errors are ``ValueError`` (bad value) or ``TypeError`` (wrong
     type) and start with the path of the offending tensor, e.g. ``features['mask']``.
-    Neither argument is modified. The spec-first order of earlier releases still works
-    and warns (``DeprecationWarning``).
+    Neither argument is modified. The spec-first order of releases before 0.2 raises
+    ``TypeError`` saying so.
     """
-    inputs, spec = inputs_and_spec(inputs, spec, "validate")
+    check_order(inputs, spec, "validate")
     cores = check_num_cores_per_replica(num_cores_per_replica)
     return check_cores(inputs, parse(inputs, spec), cores)
 
@@ -138,26 +137,28 @@ def check_cores(inputs: Any, tree: Any, num_cores_per_replica: int,
     return tf.nest.pack_sequence_as(inputs, checked)
 
 
-def inputs_and_spec(first: Any, second: Any, where: str) -> Tuple[Any, Any]:
-    """``(inputs, spec)`` from arguments in either order; spec-first warns.
+def check_order(inputs: Any, spec: Any, where: str) -> None:
+    """Raise ``TypeError`` when the arguments came spec-first (``where(spec, inputs)``,
+    the order of releases before 0.2) rather than ``where(inputs, spec)``.
 
     Inputs hold tensors, ``tf.TypeSpec`` s, arrays or numbers; a spec's items are
-    ``None``, leaves, ints and 1-D int arrays. When the second argument holds tensors
-    and the first does not, or only the first looks like a spec, the arguments came
-    spec-first (the order of earlier releases).
+    ``None``, leaves, ints and 1-D int arrays. The arguments came spec-first when the
+    second holds tensors and the first does not, or only the first looks like a spec.
+
+    >>> check_order([1, 4], tf.zeros([2, 8]), "validate")
+    Traceback (most recent call last):
+    ...
+    TypeError: spatial_tf.validate(spec, inputs, ...): the first argument is a spec ([1, 4]) and the second holds the inputs; the order is validate(inputs, spec, ...), as split(inputs, spec). Fix: swap the first two arguments.
     """
-    if _holds_tensors(first):
-        return first, second
-    if _holds_tensors(second) or (_spec_like(first) and not _spec_like(second)):
-        warnings.warn(
-            f"spatial_tf.{where}(spec, inputs, ...) is deprecated; the order is now "
+    if _holds_tensors(inputs):
+        return
+    if _holds_tensors(spec) or (_spec_like(inputs) and not _spec_like(spec)):
+        raise TypeError(
+            f"spatial_tf.{where}(spec, inputs, ...): the first argument is a spec "
+            f"({_short(inputs)}) and the second holds the inputs; the order is "
             f"{where}(inputs, spec, ...), as split(inputs, spec). Fix: swap the first two "
-            f"arguments.",
-            DeprecationWarning,
-            stacklevel=3,
+            f"arguments."
         )
-        return second, first
-    return first, second
 
 
 def _holds_tensors(tree):

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from spatial_tf._tf_internals import tpu_device_assignment
 from spatial_tf.context import EmulatedLayout
-from spatial_tf.spec import Assign, PartialTile, Tile, inputs_and_spec, validate
+from spatial_tf.spec import Assign, PartialTile, Tile, check_order, validate
 from spatial_tf.spec.validation import looks_like_spec
 from spatial_tf.spec.paths import flatten_with_paths
 from spatial_tf.table import format_table
@@ -60,11 +60,11 @@ def describe(layout: Any, inputs: Any = None, spec: Any = None) -> str:
     With ``inputs`` (tensors, ``tf.TensorSpec`` s or an ``element_spec``) and ``spec``,
     one more column per input tensor shows the piece of it each logical core holds,
     ``[start:stop, ...]`` per axis (a tile index ``(i, j, ...)`` when a size is unknown).
-    The spec-first order of earlier releases still works and warns.
+    The spec-first order of releases before 0.2 raises ``TypeError`` saying so.
     """
     if inputs is not None and spec is not None:
-        inputs, spec = inputs_and_spec(inputs, spec, "describe")
-    elif spec is None and looks_like_spec(inputs):  # describe(da, spec): the older order
+        check_order(inputs, spec, "describe")
+    elif spec is None and looks_like_spec(inputs):  # describe(da, spec): no inputs given
         inputs, spec = None, inputs
     if isinstance(layout, EmulatedLayout):
         return _describe_emulator(layout, _columns(inputs, spec, layout.num_cores_per_replica))

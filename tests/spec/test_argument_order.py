@@ -1,5 +1,6 @@
-"""validate(inputs, spec, n): the order of earlier releases still works, with a warning;
+"""validate(inputs, spec, n): the spec-first order of 0.1 is refused, naming the swap;
 the inferred core count; message truncation at its exact limit."""
+import re
 import warnings
 
 import numpy as np
@@ -10,18 +11,15 @@ from spatial_tf.spec import Replicate, Tile, infer_num_cores, validate
 from spatial_tf.spec.validation import looks_like_spec
 
 
-def test_spec_first_warns_at_the_callers_line_and_gives_the_same_result():
+def test_spec_first_is_refused_naming_the_swap():
     x = tf.zeros([2, 8])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = validate([1, 4], x, 4)  # the order of earlier releases
-    assert got == Tile(1, 4) == validate(x, [1, 4], 4)
-    assert len(caught) == 1 and caught[0].category is DeprecationWarning
-    assert caught[0].filename == __file__  # attributed to this call, not to the library
-    assert str(caught[0].message) == (
-        "spatial_tf.validate(spec, inputs, ...) is deprecated; the order is now "
-        "validate(inputs, spec, ...), as split(inputs, spec). Fix: swap the first two "
-        "arguments.")
+    with pytest.raises(TypeError) as e:
+        validate([1, 4], x, 4)  # the order of 0.1
+    assert str(e.value) == (
+        "spatial_tf.validate(spec, inputs, ...): the first argument is a spec ([1, 4]) and "
+        "the second holds the inputs; the order is validate(inputs, spec, ...), as "
+        "split(inputs, spec). Fix: swap the first two arguments.")
+    assert validate(x, [1, 4], 4) == Tile(1, 4)
 
 
 def test_inputs_first_does_not_warn():
@@ -31,22 +29,28 @@ def test_inputs_first_does_not_warn():
         assert validate(np.zeros([4, 2]), np.array([2, 1]), 2) == Tile(2, 1)
 
 
-@pytest.mark.parametrize("spec, inputs, path", [
-    ([2.0, 1], tf.zeros([4, 2]), "inputs"),  # a tensor
-    ([2.0, 1], tf.Variable(tf.zeros([4, 2])), "inputs"),  # a variable
-    ([2.0, 1], tf.TensorSpec([4, 2]), "inputs"),  # a type spec
-    ([2.0, 1], np.zeros([4, 2]), "inputs"),  # an array that is no spec
+@pytest.mark.parametrize("spec, inputs, shown", [
+    ([2.0, 1], tf.zeros([4, 2]), "[2.0, 1]"),  # a tensor
+    ([2.0, 1], tf.Variable(tf.zeros([4, 2])), "[2.0, 1]"),  # a variable
+    ([2.0, 1], tf.TensorSpec([4, 2]), "[2.0, 1]"),  # a type spec
+    ([2.0, 1], np.zeros([4, 2]), "[2.0, 1]"),  # an array that is no spec
     # one tensor among other inputs is enough
-    ({"a": [2.0], "b": None}, {"a": tf.zeros([4]), "b": 3}, r"inputs\['a'\]"),
+    ({"a": [2.0], "b": None}, {"a": tf.zeros([4]), "b": 3}, "{'a': [2.0], 'b': None}"),
+    # neither holds tensors, but only the first looks like a spec
+    ([1, 4], [[0.5, 1.5]], "[1, 4]"),
 ])
-def test_spec_first_with_a_bad_spec_is_still_read_spec_first(spec, inputs, path):
+def test_spec_first_is_recognised_even_with_a_bad_spec(spec, inputs, shown):
     # The inputs are recognised by their tensors even though the spec is not a valid one,
-    # so the error is about the spec's float, not about inputs that are not tensors.
-    with pytest.warns(DeprecationWarning, match=r"spatial_tf\.validate\(spec, inputs, \.\.\.\) is "
-                      r"deprecated"):
-        with pytest.raises(TypeError, match=rf"^{path}: partition dims \[2\.0.*: Tile: split "
-                           r"count for axis 0 is 2\.0 \(float\); expected a positive int\."):
-            validate(spec, inputs, 2)
+    # so the error is about the order, not about the spec's float.
+    with pytest.raises(TypeError, match=r"^spatial_tf\.validate\(spec, inputs, \.\.\.\): the first "
+                       rf"argument is a spec \({re.escape(shown)}\) and the second holds the inputs"):
+        validate(spec, inputs, 2)
+
+
+def test_inputs_without_tensors_in_the_documented_order_are_not_refused():
+    # a list of floats is inputs, not a spec: no order error
+    assert validate([0.5, 1.5], [None, None], 2) == [Replicate(), Replicate()]
+    assert validate(3.0, None, 2) == Replicate()
 
 
 @pytest.mark.parametrize("tree, expected", [

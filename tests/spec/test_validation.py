@@ -295,7 +295,7 @@ def test_numpy_dims_are_accepted():
     assert validate(spec_of(4, 4), np.array([1, 2]), 2) == Tile(1, 2)
 
 
-def test_inputs_first_is_the_order_and_spec_first_warns():
+def test_inputs_first_is_the_order_and_spec_first_is_refused():
     import warnings
 
     inputs = {"image": spec_of(2, 8, 8, 3), "label": spec_of(2)}
@@ -303,13 +303,13 @@ def test_inputs_first_is_the_order_and_spec_first_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the documented order warns about nothing
         new = validate(inputs, spec, 4)
-    with pytest.warns(DeprecationWarning, match=r"spatial_tf\.validate\(spec, inputs, \.\.\.\) is "
-                      r"deprecated; the order is now validate\(inputs, spec, \.\.\.\), as "
-                      r"split\(inputs, spec\)\. Fix: swap the first two arguments\."):
-        old = validate(spec, inputs, 4)
-    assert new == old == {"image": Tile(1, 2, 2, 1), "label": Replicate()}
+    assert new == {"image": Tile(1, 2, 2, 1), "label": Replicate()}
+    with pytest.raises(TypeError, match=r"spatial_tf\.validate\(spec, inputs, \.\.\.\): the first "
+                       r"argument is a spec .* the order is validate\(inputs, spec, \.\.\.\), as "
+                       r"split\(inputs, spec\)\. Fix: swap the first two arguments\."):
+        validate(spec, inputs, 4)
     # NumPy inputs against a spec of ints and None: still told apart
     x = np.zeros([2, 8], np.float32)
     assert validate(x, [1, 4], 4) == Tile(1, 4)
-    with pytest.warns(DeprecationWarning):
-        assert validate([1, 4], x, 4) == Tile(1, 4)
+    with pytest.raises(TypeError, match=r"swap the first two arguments"):
+        validate([1, 4], x, 4)

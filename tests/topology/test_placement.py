@@ -126,14 +126,15 @@ def test_describe_an_emulator_of_a_named_slice_shows_the_task_of_every_core():
     assert rows == [(r, r, c, (0, 1, 3, 2)[r]) for r in range(4) for c in range(8)]
 
 
-def test_spec_first_order_still_works_and_warns():
+def test_spec_first_order_is_refused():
     da = device_assignment(synthetic("v3-8"), num_cores_per_replica=8)
     spec = {"image": [1, 2, 4, 1]}
     inputs = {"image": tf.TensorSpec([2, 64, 128, 3])}
-    with pytest.warns(DeprecationWarning, match=r"spatial_tf\.describe\(spec, inputs, \.\.\.\) is "
-                      r"deprecated; the order is now describe\(inputs, spec, \.\.\.\)"):
-        old = describe(da, spec, inputs)
-    assert old == describe(da, inputs, spec)
+    with pytest.raises(TypeError, match=r"spatial_tf\.describe\(spec, inputs, \.\.\.\): the first "
+                       r"argument is a spec \(\{'image': \[1, 2, 4, 1\]\}\) and the second holds "
+                       r"the inputs; the order is describe\(inputs, spec, \.\.\.\)"):
+        describe(da, spec, inputs)
+    assert "[0:2, 0:32, 0:32, 0:3]" in describe(da, inputs, spec)
 
 
 def test_assign_leaves_put_the_whole_tensor_on_one_core():
