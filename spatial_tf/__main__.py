@@ -3,8 +3,27 @@
 XLA and TensorFlow log lines are hidden unless ``SPATIAL_TF_VERBOSE=1`` is set.
 """
 import importlib
+import importlib.util
 import os
 import sys
+
+
+def _unshadow():
+    """Make ``spatial_tf`` this package when a folder named ``spatial_tf`` in the current
+    directory (a clone of the repository, say) was imported as a namespace package in its
+    place: Python puts the current directory first on ``sys.path`` under ``-m``."""
+    package = sys.modules.get("spatial_tf")
+    if package is None or getattr(package, "__file__", None) is not None:
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in [n for n in sys.modules if n == "spatial_tf" or n.startswith("spatial_tf.")]:
+        del sys.modules[name]
+    spec = importlib.util.spec_from_file_location(
+        "spatial_tf", os.path.join(here, "__init__.py"), submodule_search_locations=[here])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["spatial_tf"] = module
+    spec.loader.exec_module(module)
+
 
 
 def build_parser():
@@ -40,4 +59,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    _unshadow()
     sys.exit(main())
