@@ -30,9 +30,10 @@ Shape = Tuple[int, int, int]
 
 
 def multiples(spec: Sequence[int], depth: int) -> List[int]:
-    """What each spatial axis must divide by: its split count (``spec[1:4]``) times the
-    U-Net's ``2 ** (depth - 1)``, so that every core's piece survives the poolings."""
-    return [count * 2 ** (depth - 1) for count in spec[1:4]]
+    """What each spatial axis must divide by (``spatial_tf.data.split_multiples``)."""
+    from spatial_tf.data.fitting import split_multiples
+
+    return list(split_multiples(spec, depth))
 
 
 def _round_up(sizes, steps):

@@ -141,19 +141,13 @@ def refuse_spacing(data: str, spacing: Optional[Sequence[float]]) -> None:
 
 def training_examples(ds, shape, modality, first=0, seed=0):
     """``(image, labels, mask)`` of ``shape`` from ``source`` examples: intensities scaled
-    for ``modality``, then randomly cropped or zero-padded (``spatial_tf.data.crop_or_pad``);
-    example ``i`` of the stream (counted from ``first``) is cropped with seed
-    ``(seed, i)``, so a resumed run crops as an uninterrupted one."""
-    import tensorflow as tf
-
+    for ``modality``, then randomly cropped or zero-padded (``spatial_tf.data.fit_examples``:
+    example ``i`` of the stream, counted from ``first``, is cropped with seed ``(seed, i)``,
+    so a resumed run crops as an uninterrupted one)."""
     from spatial_tf import data as stdata
 
-    def fit(index, example):
-        image, labels = example
-        return stdata.crop_or_pad(stdata.scale_intensities(image, modality), labels, shape,
-                                  seed=tf.stack([tf.constant(seed, tf.int64), index]))
-
-    return ds.enumerate(start=first).map(fit)
+    scaled = ds.map(lambda image, labels: (stdata.scale_intensities(image, modality), labels))
+    return stdata.fit_examples(scaled, shape, crop=True, seed=seed, first=first)
 
 
 def padded_examples(ds, shape, modality):
@@ -161,12 +155,8 @@ def padded_examples(ds, shape, modality):
     for ``modality``, every volume zero-padded at its end (no volume may be larger)."""
     from spatial_tf import data as stdata
 
-    def fit(image, labels):
-        image, mask = stdata.pad_to_shape(stdata.scale_intensities(image, modality), shape)
-        labels, _ = stdata.pad_to_shape(labels, shape, channel_axis=None)
-        return image, labels, mask
-
-    return ds.map(fit)
+    scaled = ds.map(lambda image, labels: (stdata.scale_intensities(image, modality), labels))
+    return stdata.fit_examples(scaled, shape, crop=False)
 
 
 def build_model(record, shape=None):
@@ -175,16 +165,17 @@ def build_model(record, shape=None):
     depend on it)."""
     import keras
 
-    from spatial_tf.models import unet3d
+    from spatial_tf.models import ModelGardenUNetOptions, UNetOptions, unet3d
 
     keras.utils.set_random_seed(record.get("seed", 0))
     preset = record.get("preset")
+    momentum = record.get("bn_momentum", RECORD_DEFAULTS["bn_momentum"])
     # a record written before "conv" existed: keras.layers.Conv3D (same weights, another
     # layer structure in the checkpoint)
-    options = {} if preset else {"conv": record.get("conv", "keras")}
+    options = (ModelGardenUNetOptions(norm_momentum=momentum) if preset else
+               UNetOptions(conv=record.get("conv", "keras"), norm_momentum=momentum))
     shape = tuple(record["shape"] if shape is None else shape)
     return unet3d(shape + (1,), num_classes=record["classes"],
                   depth=record["depth"], base_filters=record["filters"],
                   dtype_policy=record.get("dtype_policy", "float32"), preset=preset,
-                  norm_momentum=record.get("bn_momentum", RECORD_DEFAULTS["bn_momentum"]),
-                  **options)
+                  options=options)

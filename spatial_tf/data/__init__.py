@@ -12,7 +12,8 @@ from spatial_tf.data.augment import augment, augment_dataset, flip_horizontal, s
 from spatial_tf.data.coco import CocoData, coco_dataset, load_coco, write_coco
 from spatial_tf.data.ct import synthetic_ct, synthetic_ct_dataset
 from spatial_tf.data.dicom import DicomVolume, read_dicom_series
-from spatial_tf.data.fitting import crop_or_pad, fit_shape, pad_to_shape
+from spatial_tf.data.fitting import (crop_or_pad, fit_examples, fit_shape, pad_to_shape,
+                                     split_multiples)
 from spatial_tf.data.images import (DETECTION_CLASSES, synthetic_detection_dataset,
                                      synthetic_detection_image)
 from spatial_tf.data.intensity import (MODALITIES, WINDOWS, normalize, percentile_scale,
@@ -30,11 +31,11 @@ __all__ = [
     "CocoData", "DETECTION_CLASSES", "DicomVolume", "FEATURES", "MODALITIES", "WINDOWS",
     "augment",
     "augment_dataset", "check_static", "coco_dataset", "crop_or_pad", "distribute",
-    "fit_shape", "flip_horizontal", "load_coco", "load_example", "normalize",
+    "fit_examples", "fit_shape", "flip_horizontal", "load_coco", "load_example", "normalize",
     "pad_to_multiple", "pad_to_shape", "percentile_scale", "read_dicom_series", "read_labels",
     "read_volume",
     "resample_to_shape", "resample_to_spacing", "resampled_affine", "resampled_shape",
-    "scale_and_crop", "scale_intensities", "segmentation_dataset", "synthetic_ct",
+    "scale_and_crop", "scale_intensities", "segmentation_dataset", "split_multiples", "synthetic_ct",
     "synthetic_ct_dataset", "synthetic_detection_dataset", "synthetic_detection_image",
     "tfrecord_dataset", "voxel_spacing", "volume_dataset", "volume_shape", "window",
     "write_coco", "write_tfrecords", "write_volume",

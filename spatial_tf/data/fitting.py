@@ -8,7 +8,10 @@ end of each axis** up to a shape and returns the mask (1 on the volume's voxels,
 the padding) that ``spatial_tf.losses`` and ``spatial_tf.metrics`` take as ``mask=``;
 ``crop_or_pad`` brings an ``(image, labels)`` example to a training shape by the rule
 MONAI users know: per axis, a random window when the volume is longer (uniform offset
-from a stateless seed), padding at the end when it is shorter.
+from a stateless seed), padding at the end when it is shorter. ``split_multiples`` says
+what a spec and a U-Net's depth need each axis to divide by, and ``fit_examples`` maps a
+whole dataset of volumes of any size to ``(image, labels, mask)`` of one shape, ready for
+``distribute`` and ``spatial_tf.train.train``.
 
 >>> import numpy as np
 >>> fit_shape((50, 59, 48), (8, 8, 8))
@@ -22,7 +25,7 @@ import numbers
 
 import tensorflow as tf
 
-__all__ = ["fit_shape", "pad_to_shape", "crop_or_pad"]
+__all__ = ["fit_shape", "pad_to_shape", "crop_or_pad", "split_multiples", "fit_examples"]
 
 
 def _check_ints(values, name, where, low=1):
@@ -135,3 +138,72 @@ def crop_or_pad(image: Any, labels: Any, shape: Sequence[int],
     image, mask = pad_to_shape(image, shape)
     labels, _ = pad_to_shape(labels, shape, channel_axis=None)
     return image, labels, mask
+
+
+def split_multiples(spec: Sequence[int], depth: int = 1) -> Tuple[int, ...]:
+    """What each spatial axis of an image split by ``spec`` must divide by: its split
+    count times ``2 ** (depth - 1)`` for a U-Net of ``depth`` levels, so that every core's
+    piece survives the poolings.
+
+    Args:
+      spec: the image's partition dims, ``[batch, *spatial, channels]``.
+      depth: the U-Net's resolution levels (1: no pooling).
+
+    >>> split_multiples([1, 2, 2, 1, 1], depth=3)
+    (8, 8, 4)
+    >>> fit_shape((50, 59, 48), split_multiples([1, 2, 2, 1, 1], depth=3))
+    (56, 64, 48)
+    """
+    spec = _check_ints(spec, "spec", "split_multiples")
+    if len(spec) < 3:
+        raise ValueError(f"split_multiples: spec is {list(spec)}; expected the image's partition "
+                         f"dims [batch, *spatial, channels], e.g. [1, 2, 2, 2, 1].")
+    (depth,) = _check_ints([depth], "depth", "split_multiples")
+    return tuple(count * 2 ** (depth - 1) for count in spec[1:-1])
+
+
+def fit_examples(dataset: tf.data.Dataset, shape: Sequence[int], *, crop: bool = True,
+                 seed: int = 0, first: int = 0) -> tf.data.Dataset:
+    """``(image, labels)`` examples of any size as ``(image, labels, mask)`` of ``shape``.
+
+    Each example is padded at the end of each axis shorter than ``shape`` (mask 0 there,
+    so ``spatial_tf.losses``, ``metrics`` and the default train step leave the padding
+    out). On an axis longer than ``shape``, ``crop=True`` takes a random window
+    (``crop_or_pad``, seed ``(seed, i)`` for example ``i`` of the stream counted from
+    ``first``, so a run resumed at example ``first`` crops as an uninterrupted one);
+    ``crop=False`` fails there instead (for evaluation, where every voxel counts: pick
+    ``shape`` from the largest volume, ``fit_shape``).
+
+    Args:
+      dataset: unbatched ``(image, labels)``: image ``(*spatial, channels)``, labels
+        ``(*spatial)``; sizes may differ between examples (``volume_dataset(...,
+        same_shape=False)``).
+      shape: the spatial sizes of every result, e.g. ``fit_shape(sizes,
+        split_multiples(spec, depth))``.
+
+    >>> import numpy as np
+    >>> volumes = tf.data.Dataset.from_generator(
+    ...     lambda: ((np.ones((n, 4, 1), np.float32), np.ones((n, 4), np.int32)) for n in (3, 6)),
+    ...     output_signature=(tf.TensorSpec([None, 4, 1]), tf.TensorSpec([None, 4], tf.int32)))
+    >>> [(image.shape.as_list(), int(mask.numpy().sum()))
+    ...  for image, labels, mask in fit_examples(volumes, (4, 4))]
+    [([4, 4, 1], 12), ([4, 4, 1], 16)]
+    """
+    shape = _check_ints(shape, "shape", "fit_examples")
+    spec = dataset.element_spec
+    if not (isinstance(spec, tuple) and len(spec) == 2):
+        raise ValueError(f"fit_examples: the dataset's elements are {spec}; expected unbatched "
+                         f"(image, labels) pairs. Fix: map it to (image, labels) before, e.g. "
+                         f"volume_dataset(pairs, num_classes, same_shape=False).")
+    if crop:
+        def fit(index, example):
+            image, labels = example
+            return crop_or_pad(image, labels, shape,
+                               seed=tf.stack([tf.constant(seed, tf.int64), index]))
+        return dataset.enumerate(start=first).map(fit)
+
+    def pad(image, labels):
+        image, mask = pad_to_shape(image, shape)
+        labels, _ = pad_to_shape(labels, shape, channel_axis=None)
+        return image, labels, mask
+    return dataset.map(pad)

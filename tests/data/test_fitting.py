@@ -1,10 +1,12 @@
-"""fit_shape, pad_to_shape and crop_or_pad: volumes of any size to one shape, with masks."""
+"""fit_shape, pad_to_shape, crop_or_pad, split_multiples and fit_examples: volumes of any
+size to one shape, with masks."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from spatial_tf import losses
-from spatial_tf.data import crop_or_pad, fit_shape, pad_to_shape
+from spatial_tf.data import (crop_or_pad, fit_examples, fit_shape, pad_to_shape,
+                             split_multiples)
 
 
 @pytest.mark.parametrize("sizes, multiples, expected", [
@@ -141,3 +143,71 @@ def test_crop_or_pad_refuses_mismatched_ranks():
     with pytest.raises(ValueError, match=r"crop_or_pad: image has shape \(4, 4\) and labels "
                                          r"\(4, 4\); expected \(\*spatial, channels\)"):
         crop_or_pad(np.zeros((4, 4)), np.zeros((4, 4), np.int32), (4, 4), seed=(0, 0))
+
+
+@pytest.mark.parametrize("spec, depth, expected", [
+    ([1, 2, 2, 2, 1], 1, (2, 2, 2)),
+    ([1, 2, 2, 2, 1], 3, (8, 8, 8)),
+    ([1, 8, 1, 1, 1], 2, (16, 2, 2)),
+    ([2, 1, 4, 1], 4, (8, 32)),      # 2D: [batch, h, w, channels]
+])
+def test_split_multiples_is_split_count_times_the_poolings(spec, depth, expected):
+    assert split_multiples(spec, depth) == expected
+
+
+@pytest.mark.parametrize("spec, depth, message", [
+    ([1, 2], 1, r"split_multiples: spec is \[1, 2\]; expected the image's partition dims"),
+    ([1, 0, 2, 1], 1, r"split_multiples: spec is \(1, 0, 2, 1\); expected ints >= 1"),
+    ([1, 2, 2, 1], 0, r"split_multiples: depth is \(0,\); expected ints >= 1"),
+])
+def test_split_multiples_refuses_bad_input(spec, depth, message):
+    with pytest.raises(ValueError, match=message):
+        split_multiples(spec, depth)
+
+
+def _odd_volumes(sizes):
+    return tf.data.Dataset.from_generator(
+        lambda: (_volume(s) for s in sizes),
+        output_signature=(tf.TensorSpec([None, None, None, 1]),
+                          tf.TensorSpec([None, None, None], tf.int32)))
+
+
+def test_fit_examples_pads_smaller_and_crops_larger_volumes_with_masks():
+    ds = fit_examples(_odd_volumes([(3, 9, 4), (12, 2, 5)]), (8, 4, 4), seed=5)
+    assert [s.shape.as_list() for s in ds.element_spec] == [[8, 4, 4, 1], [8, 4, 4], [8, 4, 4]]
+    got = list(ds)
+    assert [int(m.numpy().sum()) for _, _, m in got] == [3 * 4 * 4, 8 * 2 * 4]
+    # the windows are crop_or_pad's with seed (seed, index): the same as by hand
+    for i, ((image, labels), (fit_image, fit_labels, _)) in enumerate(
+            zip(_odd_volumes([(3, 9, 4), (12, 2, 5)]), got)):
+        by_hand = crop_or_pad(image, labels, (8, 4, 4), seed=(5, i))
+        np.testing.assert_array_equal(fit_image.numpy(), by_hand[0].numpy())
+        np.testing.assert_array_equal(fit_labels.numpy(), by_hand[1].numpy())
+
+
+def test_fit_examples_resumed_at_first_crops_as_the_uninterrupted_stream():
+    sizes = [(12, 9, 9), (10, 11, 9), (13, 9, 12)]
+    whole = [x[0].numpy() for x in fit_examples(_odd_volumes(sizes), (8, 8, 8), seed=1)]
+    later = [x[0].numpy() for x in fit_examples(_odd_volumes(sizes[1:]), (8, 8, 8), seed=1,
+                                                first=1)]
+    for a, b in zip(whole[1:], later, strict=True):
+        np.testing.assert_array_equal(a, b)
+    other_seed = [x[0].numpy() for x in fit_examples(_odd_volumes(sizes), (8, 8, 8), seed=2)]
+    assert any(not np.array_equal(a, b) for a, b in zip(whole, other_seed))
+
+
+def test_fit_examples_without_crop_pads_only_and_refuses_a_larger_volume():
+    (image, labels, mask), = fit_examples(_odd_volumes([(3, 4, 2)]), (4, 4, 4), crop=False)
+    np.testing.assert_array_equal(image.numpy()[:3, :, :2], _volume((3, 4, 2))[0])
+    assert float(tf.reduce_sum(image[3:])) == 0 and int(mask.numpy().sum()) == 3 * 4 * 2
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"pad_to_shape: a volume is larger than shape \(4, 4, 4\)"):
+        list(fit_examples(_odd_volumes([(5, 4, 2)]), (4, 4, 4), crop=False))
+
+
+def test_fit_examples_refuses_elements_that_are_not_pairs():
+    triples = tf.data.Dataset.from_tensors((tf.zeros([4, 4, 1]), tf.zeros([4, 4], tf.int32),
+                                            tf.ones([4, 4])))
+    with pytest.raises(ValueError, match=r"fit_examples: the dataset's elements are .*; expected "
+                                         r"unbatched \(image, labels\) pairs\. Fix: map it"):
+        fit_examples(triples, (4, 4))
