@@ -39,7 +39,7 @@ _DOTTED = __import__("re").compile(r"\bspatial_tf(?:\.[A-Za-z_]\w*)+")
 
 def _documented_names():
     names = set()
-    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:  # troubleshooting/ too
         names |= set(_DOTTED.findall(doc.read_text()))
     return sorted(names)
 
