@@ -20,7 +20,7 @@ writable; neither is an input or a file of the model dir) and written whole or n
 import os
 import sys
 
-from spatial_tf.commands.options import add_modality_option, positive_int
+from spatial_tf.commands.options import add_modality_option, positive_int, power_of_two
 
 __all__ = ["add_parser", "run", "slice_png", "check_args"]
 
@@ -41,10 +41,17 @@ def add_parser(subparsers):
                                                  ".png; retinanet: MODEL_DIR/detections.png)")
     p.add_argument("--score-threshold", type=_fraction, default=0.3, metavar="S",
                    help="retinanet: draw detections scoring at least S (default 0.3)")
-    p.add_argument("--tile", type=_tile, default=None, metavar="D,H,W|trained",
+    p.add_argument("--tile", type=_tile, default=None, metavar="D,H,W|trained|auto",
                    help="unet3d: predict in overlapping tiles of this shape (or the trained "
-                        "shape), blended with Gaussian weights, for volumes larger than one "
+                        "shape, or auto: the largest cube the planner says fits --budget on "
+                        "--cores), blended with Gaussian weights, for volumes larger than one "
                         "replica holds at once (default: the whole volume at once)")
+    p.add_argument("--cores", type=power_of_two, default=1, metavar="N",
+                   help="unet3d: cores per replica each tile (or the volume) is split over, "
+                        "TPU if present, else the emulator (default 1: unpartitioned)")
+    p.add_argument("--budget", metavar="BUDGET",
+                   help="with --tile auto: memory per core, a TPU generation (v2, v3, v4, "
+                        "v5e, v5p) or bytes (16GiB)")
     add_modality_option(p)
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
@@ -62,6 +69,19 @@ def check_args(parser, args):
     """``--output`` and ``--png`` can be written and replace no input (exit 2)."""
     from spatial_tf.commands.outputs import check_file
 
+    if args.tile == "auto" and args.budget is None:
+        parser.error("argument --tile: auto needs --budget; expected e.g. --tile auto "
+                     "--budget v4")
+    if args.budget is not None:
+        if args.tile != "auto":
+            parser.error("argument --budget: only used with --tile auto; expected --tile auto "
+                         f"--budget {args.budget}, or no --budget")
+        from spatial_tf.planning import parse_budget
+
+        try:
+            parse_budget(args.budget)
+        except (TypeError, ValueError) as e:
+            parser.error(f"argument --budget: {e}")
     try:
         if args.output is not None:
             check_file("--output", args.output, _inputs(args), example="prediction.npy")
@@ -88,11 +108,11 @@ def slice_png(path, image, labels, prediction, title="") -> None:
 
 
 def _tile(text):
-    """``"trained"`` or three positive edges (one edge: a cube)."""
+    """``"trained"``, ``"auto"`` or three positive edges (one edge: a cube)."""
     import argparse
 
-    if text.strip() == "trained":
-        return "trained"
+    if text.strip() in ("trained", "auto"):
+        return text.strip()
     try:
         edges = tuple(int(e) for e in text.split(","))
     except ValueError:
@@ -100,7 +120,7 @@ def _tile(text):
     if len(edges) not in (1, 3) or any(e < 1 for e in edges):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not allowed; expected D,H,W (three positive edges), one edge for a "
-            f"cube, or 'trained' (the model's training shape)")
+            f"cube, 'trained' (the model's training shape) or 'auto' (the planner's choice)")
     return edges * 3 if len(edges) == 1 else edges
 
 
@@ -141,7 +161,7 @@ def _run_unet3d(args, record, latest):
     try:
         image, labels, ext, space = _read_input(args, record)
         spacing = _input_spacing(args, record)
-        tile = _tile_shape(args.tile, record)
+        tile = _tile_shape(args.tile, record, args.cores)
         ext = ".nii.gz" if ext == "dicom" else ext   # a DICOM series: its mask as NIfTI
         output = args.output or os.path.join(args.model_dir, "prediction" + ext)
         if _extension(output) != ext and not (ext == ".nii.gz" and _extension(output) == ".nii"):
@@ -158,21 +178,87 @@ def _run_unet3d(args, record, latest):
     return _predict(args, record, latest, image, labels, output, png, space, spacing, tile)
 
 
-def _tile_shape(tile, record):
-    """``--tile`` as edges the U-Net's poolings divide, or None (whole volume)."""
+def _tile_shape(tile, record, cores=1):
+    """``--tile`` as edges the split over ``cores`` and the U-Net's poolings divide, or
+    None (whole volume, or ``"auto"``: chosen once the volume's size is known)."""
+    from spatial_tf.commands.shared import default_spec
     from spatial_tf.commands.sizing import multiples
 
-    if tile is None:
-        return None
+    if tile is None or tile == "auto":
+        return tile
     edges = tuple(record["shape"]) if tile == "trained" else tuple(tile)
-    steps = multiples([1] * 5, record["depth"])
+    steps = multiples(default_spec(cores), record["depth"])
     if any(e % m for e, m in zip(edges, steps)):
+        split = "" if cores == 1 else f" split over {cores} cores and"
         raise ValueError(
             f"argument --tile: {','.join(map(str, edges))} does not divide by "
-            f"{steps[0]} on every axis; expected edges the depth-{record['depth']} U-Net's "
-            f"poolings divide. Fix: e.g. --tile "
+            f"{','.join(map(str, steps))}; expected edges that{split} the "
+            f"depth-{record['depth']} U-Net's poolings divide. Fix: e.g. --tile "
             f"{','.join(str(-(-e // m) * m) for e, m in zip(edges, steps))}")
     return edges
+
+
+def _auto_tile(record, shape, cores, budget):
+    """The largest tile, up to ``shape``, whose train step the planner predicts to fit
+    ``budget`` per core on ``cores`` (prediction holds no gradients or optimizer state,
+    so it needs less); None when the whole volume fits."""
+    from spatial_tf import planning
+    from spatial_tf.commands import volumes
+    from spatial_tf.commands.plan import DEFAULT_FIT_SIZES
+    from spatial_tf.commands.shared import default_spec
+    from spatial_tf.commands.sizing import multiples
+
+    spec = default_spec(cores)
+    step = max(multiples(spec, record["depth"]))
+    sizes = sorted({-(-e // step) * step for e in DEFAULT_FIT_SIZES})
+
+    def model_fn(input_shape):
+        return volumes.build_model(record, tuple(input_shape[:3]))
+
+    print(f"{PROG}: --tile auto: planning a train step of this model at {sizes} on {cores} "
+          f"core(s) within {budget}", file=sys.stderr, flush=True)
+    result = planning.plan(
+        model_fn((sizes[0],) * 3 + (1,)), (1,) + tuple(shape) + (1,), cores,
+        planning.parse_budget(budget), specs=[spec],
+        options=planning.PlanOptions(fit_sizes=sizes, progress=False),
+        training=planning.Training(model_fn=model_fn))
+    edge, best = result.largest_edge(multiple=step)
+    if best is None or edge < step:
+        raise ValueError(f"argument --tile: auto found no tile of this model that fits "
+                         f"{budget} on {cores} core(s) (the fixed part alone does not fit); "
+                         f"expected a budget larger than its weights and their optimizer "
+                         f"state. Fix: more --cores, a larger --budget, or --tile D,H,W")
+    tile = tuple(min(edge, s) for s in shape)
+    return None if tile == tuple(shape) else tile
+
+
+def _forward(record, shape, cores):
+    """``(model, fn)``: the model for volumes of ``shape`` (restore its weights) and
+    ``fn(batch) -> logits`` (NumPy), split over ``cores`` (TPU if present, else the
+    emulator) when more than 1."""
+    if cores == 1:
+        from spatial_tf.commands import volumes
+
+        model = volumes.build_model(record, shape)
+        return model, lambda x: model(x, training=False).numpy()
+    import tensorflow as tf
+
+    import spatial_tf
+    from spatial_tf.commands import volumes
+    from spatial_tf.commands.shared import default_spec
+
+    strategy = spatial_tf.auto(num_cores_per_replica=cores, num_replicas=1)
+    spec = default_spec(cores)
+    with strategy.scope():
+        model = volumes.build_model(record, shape)
+
+    @tf.function
+    def run(x):
+        return strategy.run(lambda t: model(spatial_tf.split(t, spec), training=False),
+                            args=(x,))
+
+    return model, lambda x: strategy.experimental_local_results(
+        run(tf.constant(x, tf.float32)))[0].numpy()
 
 
 def _read_input(args, record):
@@ -239,24 +325,31 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
     import numpy as np
 
     from spatial_tf import data
-    from spatial_tf.commands import sizing, volumes
+    from spatial_tf.commands import sizing
     from spatial_tf.commands.outputs import write_atomically
-    from spatial_tf.commands.shared import restore
+    from spatial_tf.commands.shared import default_spec, restore
 
     seen = image if spacing is None else \
         data.resample_to_spacing(image, spacing, record["spacing"], order=1)
-    shape = sizing.eval_shape([seen.shape], [1] * 5, record["depth"], trained=record["shape"])
+    shape = sizing.eval_shape([seen.shape], default_spec(args.cores), record["depth"],
+                              trained=record["shape"])
     padded, _ = data.pad_to_shape(data.scale_intensities(seen, record["modality"])[..., None],
                                   shape)
-    model = volumes.build_model(record, tile or shape)
+    if tile == "auto":
+        from spatial_tf.commands.options import fail
+
+        try:
+            tile = _auto_tile(record, shape, args.cores, args.budget)
+        except ValueError as e:
+            return fail(PROG, str(e))
+    model, forward = _forward(record, tile or shape, args.cores)
     step = restore(model, latest)
     if tile is None:
-        logits = model(padded[None], training=False).numpy()[0]
+        logits = forward(padded.numpy()[None])[0]
     else:   # overlapping tiles of the model's shape, blended (models.sliding_window)
         from spatial_tf.models import sliding_window_predict
 
-        logits = sliding_window_predict(lambda x: model(x, training=False).numpy(),
-                                        padded.numpy(), tile)
+        logits = sliding_window_predict(forward, padded.numpy(), tile)
     prediction = np.argmax(logits, axis=-1).astype(np.int32)[tuple(map(slice, seen.shape))]
     prediction = data.resample_to_shape(prediction, image.shape, order=0)
     scaled = data.scale_intensities(image, record["modality"])
@@ -269,6 +362,8 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
         f", predicted at {'x'.join(f'{s:g}' for s in record['spacing'])} mm "
         f"({'x'.join(map(str, seen.shape))}) from {'x'.join(f'{s:g}' for s in spacing)} mm")
     tiled = "" if tile is None else f", in {'x'.join(map(str, tile))} tiles"
+    if args.cores > 1:
+        tiled += f", split over {args.cores} cores"
     print(f"wrote {output} (mask, {'x'.join(map(str, image.shape))}, classes "
           f"{sorted(set(np.unique(prediction).tolist()))}{resampled}{tiled}) and {png}")
     return 0

@@ -387,11 +387,75 @@ def test_predict_in_tiles_gives_a_mask_of_the_inputs_shape(tmp_path, capsys):
     np.testing.assert_array_equal(np.asarray(nib.load(output).dataobj), 1)
 
 
+@pytest.mark.emulator
+def test_tiles_split_over_cores_give_the_mask_of_the_inputs_shape(tmp_path, capsys):
+    image, _ = write_pair(str(tmp_path / "data"), "ct", (21, 10, 9), seed=5)
+    model_dir = forced_model_dir(str(tmp_path / "model"))
+    output = str(tmp_path / "mask.nii.gz")
+    assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
+                 "--tile", "trained", "--cores", "2"]) == 0
+    assert ("(mask, 21x10x9, classes [1], in 8x8x8 tiles, split over 2 cores)"
+            in capsys.readouterr().out)
+    np.testing.assert_array_equal(np.asarray(nib.load(output).dataobj), 1)
+    # a tile the split does not divide is refused before any work: 2 cores x 2 (pooling)
+    assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
+                 "--tile", "6,8,8", "--cores", "2"]) == 2
+    assert ("argument --tile: 6,8,8 does not divide by 4,2,2; expected edges that split over "
+            "2 cores and the depth-2 U-Net's poolings divide. Fix: e.g. --tile 8,8,8"
+            in capsys.readouterr().err)
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, capsys):
+    image, _ = write_pair(str(tmp_path / "data"), "ct", (40, 36, 20), seed=5)
+    model_dir = forced_model_dir(str(tmp_path / "model"))
+    output = str(tmp_path / "mask.nii.gz")
+    assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
+                 "--tile", "auto", "--budget", "12MiB", "--cores", "2"]) == 0
+    captured = capsys.readouterr()
+    assert ("--tile auto: planning a train step of this model at [32, 48, 64] on 2 core(s) "
+            "within 12MiB" in captured.err)
+    edges = re.search(r"\(mask, 40x36x20, classes \[1\], in (\d+)x(\d+)x(\d+) tiles, split "
+                      r"over 2 cores\)", captured.out)
+    assert edges, captured.out
+    tile = [int(e) for e in edges.groups()]
+    # a cube (cut to the volume's padded 20 on its last axis), smaller than the volume
+    assert tile[0] == tile[1] and 4 <= tile[0] < 36 and tile[0] % 4 == 0
+    assert tile[2] == min(tile[0], 20)
+    np.testing.assert_array_equal(np.asarray(nib.load(output).dataobj), 1)
+    # a budget the weights alone exceed: refused, nothing written
+    os.remove(output)
+    assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
+                 "--tile", "auto", "--budget", "1KiB", "--cores", "2"]) == 2
+    assert ("argument --tile: auto found no tile of this model that fits 1KiB on 2 core(s)"
+            in capsys.readouterr().err)
+    assert not os.path.exists(output)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--tile", "auto"], "argument --tile: auto needs --budget; expected e.g. --tile auto "
+                         "--budget v4"),
+    (["--budget", "v4"], "argument --budget: only used with --tile auto; expected --tile auto "
+                         "--budget v4, or no --budget"),
+    (["--tile", "auto", "--budget", "lots"], "argument --budget: "),
+])
+def test_tile_auto_options_are_checked_before_any_work(tmp_path, capsys, options, message):
+    image, _ = write_pair(str(tmp_path / "data"), "ct", (13, 10, 9), seed=5)
+    model_dir = forced_model_dir(str(tmp_path / "model"))
+    with pytest.raises(SystemExit) as e:
+        main(["predict", "--model-dir", model_dir, "--input", image] + options)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(model_dir, "prediction.nii.gz"))
+
+
 @pytest.mark.parametrize("tile, message", [
-    ("5,8,8", "argument --tile: 5,8,8 does not divide by 2 on every axis; expected edges the "
+    ("5,8,8", "argument --tile: 5,8,8 does not divide by 2,2,2; expected edges that the "
               "depth-2 U-Net's poolings divide. Fix: e.g. --tile 6,8,8"),
     ("0,8,8", "argument --tile: '0,8,8' is not allowed; expected D,H,W (three positive "
-              "edges), one edge for a cube, or 'trained'"),
+              "edges), one edge for a cube, 'trained' (the model's training shape) or 'auto' "
+              "(the planner's choice)"),
     ("8,8", "argument --tile: '8,8' is not allowed"),
 ])
 def test_tiles_the_unet_cannot_pool_are_refused_before_any_work(tmp_path, capsys, tile, message):

@@ -65,3 +65,24 @@ def test_predict_writes_mask_in_the_inputs_format_and_a_png(trained, tmp_path, c
     assert main(["predict", "--model-dir", trained, "--input", str(tmp_path / "ct.npy"),
                  "--output", str(tmp_path / "mask.nii")]) == 2
     assert "argument --output: " in capsys.readouterr().err
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_predict_split_over_cores_gives_the_unpartitioned_mask(trained, tmp_path, capsys):
+    from spatial_tf import data
+
+    image, _ = data.synthetic_ct((24, 16, 16), seed=4)
+    data.write_volume(str(tmp_path / "ct.npy"), image[..., 0])
+    masks = {}
+    for cores in ("1", "2"):
+        output = str(tmp_path / f"mask{cores}.npy")
+        assert main(["predict", "--model-dir", trained, "--input", str(tmp_path / "ct.npy"),
+                     "--output", output, "--cores", cores]) == 0
+        split = ", split over 2 cores" if cores == "2" else ""
+        assert re.search(rf"\(mask, 24x16x16, classes \[[0-9, ]+\]{split}\)",
+                         capsys.readouterr().out)
+        masks[cores] = data.read_volume(output)
+    # the same weights and float32 logits: only a near-tie may flip a voxel's argmax
+    assert masks["1"].shape == (24, 16, 16)
+    assert np.mean(masks["1"] == masks["2"]) > 0.999
