@@ -68,12 +68,12 @@ def main(argv=None):
 
     import spatial_tf
     from spatial_tf.emulator import Emulator
-    from spatial_tf.models import unet3d
+    from spatial_tf.models import UNetOptions, unet3d
     from spatial_tf.table import format_bytes, format_table
 
     keras.utils.set_random_seed(0)
     model = unet3d((args.size,) * 3 + (1,), num_classes=2, depth=args.depth,
-                   base_filters=args.filters, conv=args.conv)
+                   base_filters=args.filters, options=UNetOptions(conv=args.conv))
     optimizer = keras.optimizers.SGD(0.01, momentum=0.9)
     optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)

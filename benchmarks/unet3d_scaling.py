@@ -74,7 +74,7 @@ def main(argv=None):
     import tensorflow as tf
 
     import spatial_tf
-    from spatial_tf.models import unet3d
+    from spatial_tf.models import UNetOptions, unet3d
     from spatial_tf.models.unet3d_presets import PRESETS
     from spatial_tf.table import format_bytes, format_table
     from spatial_tf.train import segmentation_loss
@@ -83,10 +83,10 @@ def main(argv=None):
     depth = args.depth or defaults["depth"]
     filters = args.filters or defaults["base_filters"]
     keras.utils.set_random_seed(0)
-    options = {} if args.preset else {"conv": args.conv}
+    options = None if args.preset else UNetOptions(conv=args.conv)
     model = unet3d((args.size,) * 3 + (1,), num_classes=args.classes, depth=depth,
                    base_filters=filters, preset=args.preset, dtype_policy=args.dtype_policy,
-                   **options)
+                   options=options)
     optimizer = keras.optimizers.SGD(0.01)
     optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)

@@ -121,7 +121,7 @@ def _train(args, spec, shape, ds):
 
     import spatial_tf
     from spatial_tf import data, train
-    from spatial_tf.models import unet3d
+    from spatial_tf.models import UNetOptions, unet3d
 
     strategy = spatial_tf.Emulator(num_cores_per_replica=args.cores)  # stands for TPUStrategy
     with strategy.scope():
@@ -129,7 +129,7 @@ def _train(args, spec, shape, ds):
         # batch norm's inference statistics must follow the weights within 20 steps: with
         # 0.9 they still lag and the prediction is background only
         model = unet3d(shape + (1,), num_classes=CLASSES, depth=DEPTH, base_filters=FILTERS,
-                       norm_momentum=0.5)
+                       options=UNetOptions(norm_momentum=0.5))
         optimizer = keras.optimizers.Adam(3e-3)
         optimizer.build(model.trainable_variables)
     loss_fn = functools.partial(train.segmentation_loss, class_weights=CLASS_WEIGHTS)

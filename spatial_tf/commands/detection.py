@@ -94,12 +94,12 @@ def build_model(rec):
     """The RetinaNet ``rec`` describes (call inside the strategy's scope)."""
     import keras
 
-    from spatial_tf.models import retinanet
+    from spatial_tf.models import RetinaNetOptions, retinanet
 
     keras.utils.set_random_seed(rec.get("seed", 0))
     size = rec["image_size"]
-    return retinanet((size, size, 3), num_classes=rec["classes"], max_level=MAX_LEVEL,
-                     batch_norm_momentum=BATCH_NORM_MOMENTUM)
+    options = RetinaNetOptions(max_level=MAX_LEVEL, batch_norm_momentum=BATCH_NORM_MOMENTUM)
+    return retinanet((size, size, 3), num_classes=rec["classes"], options=options)
 
 
 def dataset(rec, data=None, annotations=None, seed=0, num_images=8):

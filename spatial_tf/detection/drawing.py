@@ -9,7 +9,7 @@
 >>> os.path.getsize(path) > 0
 True
 """
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 import os
 
 import numpy as np
@@ -51,11 +51,20 @@ def draw_detections(path: PathLike, image: Any, detections: Mapping[str, Any],
         padding), drawn dashed in white under the detections.
       dpi: the PNG's dots per inch (metadata only; the size stays in pixels).
     """
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
+    pixels = _pixels(image)
+    found = _detections(detections)
+    figure, axes = _figure(pixels, dpi)
+    font = max(6.0, min(pixels.shape[:2]) / 50.0)
+    if ground_truth is not None:
+        _draw_ground_truth(axes, ground_truth)
+    _draw_boxes(axes, found, class_names, score_threshold, font)
+    path = os.fspath(path)
+    figure.savefig(path, dpi=dpi, format="png")
+    return path
 
+
+def _pixels(image: Any) -> np.ndarray:
+    """``image`` as float32 ``[height, width, 3]`` or ``[height, width]``."""
     pixels = np.asarray(image.numpy() if hasattr(image, "numpy") else image, np.float32)
     if pixels.ndim == 4 and pixels.shape[0] == 1:
         pixels = pixels[0]
@@ -64,6 +73,11 @@ def draw_detections(path: PathLike, image: Any, detections: Mapping[str, Any],
     if pixels.ndim not in (2, 3) or (pixels.ndim == 3 and pixels.shape[-1] != 3):
         raise ValueError(f"draw_detections: image has shape {pixels.shape}; expected "
                          f"[height, width, 3], [height, width, 1] or [height, width].")
+    return pixels
+
+
+def _detections(detections: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One image's ``(boxes, scores, classes)``, the first ``num_detections`` of each."""
     for key in ("boxes", "scores", "classes"):
         if key not in detections:
             raise ValueError(f"draw_detections: detections has no '{key}' (it has "
@@ -74,6 +88,14 @@ def draw_detections(path: PathLike, image: Any, detections: Mapping[str, Any],
     count = len(boxes)
     if "num_detections" in detections:
         count = int(np.asarray(detections["num_detections"]).reshape(-1)[0])
+    return boxes[:count], scores[:count], classes[:count]
+
+
+def _figure(pixels: np.ndarray, dpi: int) -> Tuple[Any, Any]:
+    """A matplotlib figure of the image's size in pixels showing it, and its axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     height, width = pixels.shape[:2]
     figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
     FigureCanvasAgg(figure)
@@ -83,16 +105,31 @@ def draw_detections(path: PathLike, image: Any, detections: Mapping[str, Any],
                 interpolation="nearest", extent=(0, width, height, 0))
     axes.set_xlim(0, width)
     axes.set_ylim(height, 0)
+    return figure, axes
+
+
+def _draw_ground_truth(axes: Any, ground_truth: Mapping[str, Any]) -> None:
+    """The true boxes (class >= 0), dashed in white."""
+    from matplotlib.patches import Rectangle
+
+    truth_boxes = _one_image(ground_truth, "boxes", "ground_truth", 2)
+    truth_classes = _one_image(ground_truth, "classes", "ground_truth", 1)
+    for (y0, x0, y1, x1), cls in zip(truth_boxes, truth_classes):
+        if cls >= 0:
+            axes.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False,
+                                     edgecolor="white", linestyle="--", linewidth=1.0))
+
+
+def _draw_boxes(axes: Any, found: Tuple[np.ndarray, np.ndarray, np.ndarray],
+                class_names: Optional[Sequence[str]], score_threshold: float,
+                font: float) -> None:
+    """The detections ``found = (boxes, scores, classes)`` scoring at least
+    ``score_threshold``, a colour per class, labelled with the class name and score."""
+    import matplotlib
+    from matplotlib.patches import Rectangle
+
     colours = matplotlib.colormaps["tab10"]
-    font = max(6.0, min(height, width) / 50.0)
-    if ground_truth is not None:
-        truth_boxes = _one_image(ground_truth, "boxes", "ground_truth", 2)
-        truth_classes = _one_image(ground_truth, "classes", "ground_truth", 1)
-        for (y0, x0, y1, x1), cls in zip(truth_boxes, truth_classes):
-            if cls >= 0:
-                axes.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False,
-                                         edgecolor="white", linestyle="--", linewidth=1.0))
-    for (y0, x0, y1, x1), score, cls in zip(boxes[:count], scores[:count], classes[:count]):
+    for (y0, x0, y1, x1), score, cls in zip(*found):
         if score < score_threshold or cls < 0:
             continue
         colour = colours(int(cls) % 10)
@@ -102,6 +139,3 @@ def draw_detections(path: PathLike, image: Any, detections: Mapping[str, Any],
         axes.text(x0, y0, f"{name} {score:.2f}", color="white", fontsize=font,
                   verticalalignment="bottom", clip_on=True,
                   bbox={"facecolor": colour, "edgecolor": "none", "pad": 1.0, "alpha": 0.8})
-    path = os.fspath(path)
-    figure.savefig(path, dpi=dpi, format="png")
-    return path

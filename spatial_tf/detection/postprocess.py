@@ -7,8 +7,9 @@ activations (the head outputs only).
 
 >>> import keras, tensorflow as tf
 >>> from spatial_tf.detection import AnchorConfig
->>> from spatial_tf.models import retinanet
->>> model = retinanet((64, 64, 3), num_classes=2, backbone_filters=(16, 16, 16, 16), fpn_filters=8)
+>>> from spatial_tf.models import RetinaNetOptions, retinanet
+>>> options = RetinaNetOptions(backbone_filters=(16, 16, 16, 16), fpn_filters=8)
+>>> model = retinanet((64, 64, 3), num_classes=2, options=options)
 >>> detections = postprocess(model(tf.zeros([1, 64, 64, 3])), AnchorConfig(), (64, 64),
 ...                          max_detections=5)
 >>> {k: tuple(v.shape) for k, v in detections.items()}

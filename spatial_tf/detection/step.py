@@ -7,8 +7,9 @@ per-level targets are split the same way over height and width, so XLA keeps eve
 activation split. Post-processing (``postprocess``) is not part of it.
 
 >>> import keras, tensorflow as tf
->>> from spatial_tf.models import retinanet
->>> model = retinanet((64, 64, 3), num_classes=2, backbone_filters=(16, 16, 16, 16), fpn_filters=8)
+>>> from spatial_tf.models import RetinaNetOptions, retinanet
+>>> options = RetinaNetOptions(backbone_filters=(16, 16, 16, 16), fpn_filters=8)
+>>> model = retinanet((64, 64, 3), num_classes=2, options=options)
 >>> step = make_detection_train_step(model, keras.optimizers.SGD(0.01))
 >>> labels = {"boxes": tf.constant([[[8., 8., 40., 40.]]]), "classes": tf.constant([[1]])}
 >>> sorted(step((tf.zeros([1, 64, 64, 3]), labels)))
@@ -61,7 +62,8 @@ def check_model(model: Any, anchors: AnchorConfig) -> int:
         raise ValueError(
             f"{where} has {channels} class and {outputs['box_deltas'][0].shape[-1]} box "
             f"channels per position; expected multiples of the anchors per position ({a}: "
-            f"num_classes * {a} and 4 * {a}). Fix: build the model with num_anchors={a}.")
+            f"num_classes * {a} and 4 * {a}). Fix: build the model with "
+            f"options=RetinaNetOptions(num_anchors={a}).")
     return channels // a
 
 

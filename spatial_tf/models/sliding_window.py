@@ -148,6 +148,26 @@ def sliding_window_predict(predict_fn: Callable[[np.ndarray], Any], volume: Any,
     >>> scores.shape, float(scores.min()), float(scores.max())
     ((24, 24, 8, 2), -1.0, 1.0)
     """
+    volume, tile_shape, overlap, batch_size = _check_arguments(
+        predict_fn, volume, tile_shape, overlap, blend, batch_size)
+    spatial = volume.shape[:-1]
+    padded = tuple(max(s, t) for s, t in zip(spatial, tile_shape))
+    if padded != spatial:
+        volume = np.pad(volume, [(0, p - s) for p, s in zip(padded, spatial)] + [(0, 0)])
+    starts = tile_positions(padded, tile_shape, overlap)
+    bar = _progress_bar(len(starts)) if progress else None
+    try:
+        scores = _blend_tiles(predict_fn, volume, tile_shape, starts,
+                              blend_weights(tile_shape, blend), batch_size, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return scores[tuple(slice(s) for s in spatial)]
+
+
+def _check_arguments(predict_fn: Any, volume: Any, tile_shape: Any, overlap: Any, blend: Any,
+                     batch_size: Any) -> Tuple[np.ndarray, Tuple[int, ...], float, int]:
+    """``sliding_window_predict``'s ``(volume, tile_shape, overlap, batch_size)`` checked."""
     if not callable(predict_fn):
         raise TypeError(
             f"{_PREDICT}: predict_fn is {type(predict_fn).__name__}; expected a function "
@@ -161,38 +181,41 @@ def sliding_window_predict(predict_fn: Callable[[np.ndarray], Any], volume: Any,
     overlap = _check_overlap(overlap, _PREDICT)
     _check_blend(blend, _PREDICT)
     batch_size = check_int(batch_size, "batch_size", "batch_size=1", where=_PREDICT)
+    return volume, tile_shape, overlap, batch_size
 
-    spatial = volume.shape[:-1]
-    padded = tuple(max(s, t) for s, t in zip(spatial, tile_shape))
-    if padded != spatial:
-        volume = np.pad(volume, [(0, p - s) for p, s in zip(padded, spatial)] + [(0, 0)])
-    weights = blend_weights(tile_shape, blend)
-    starts = tile_positions(padded, tile_shape, overlap)
-    bar = _progress_bar(len(starts)) if progress else None
-    scores: Optional[np.ndarray] = None
-    total = np.zeros(padded, np.float32)  # the summed weights, in the scores' dtype
-    try:
-        for first in range(0, len(starts), batch_size):
-            group = starts[first:first + batch_size]
-            tiles = [volume[_window(s, tile_shape)] for s in group]
-            tiles += [np.zeros_like(tiles[0])] * (batch_size - len(group))
-            batch = np.stack(tiles)
-            out = _check_scores(predict_fn(batch), batch.shape, scores)
-            if scores is None:
-                scores = np.zeros(padded + out.shape[-1:], out.dtype)
-                total, weights = total.astype(out.dtype), weights.astype(out.dtype)
-            for start, tile_scores in zip(group, out):
-                window = _window(start, tile_shape)
-                scores[window] += tile_scores * weights[..., None]
-                total[window] += weights
-            if bar is not None:
-                bar.update(len(group))
-    finally:
+
+def _blend_tiles(predict_fn: Callable[[np.ndarray], Any], volume: np.ndarray,
+                 tile_shape: Tuple[int, ...], starts: List[Tuple[int, ...]],
+                 weights: np.ndarray, batch_size: int, bar: Any) -> np.ndarray:
+    """The weighted mean of the scores of the tiles at ``starts`` at every voxel of
+    ``volume`` (which holds every tile whole), in the scores' dtype."""
+    groups = [starts[i:i + batch_size] for i in range(0, len(starts), batch_size)]
+    first = _predict_tiles(predict_fn, volume, tile_shape, groups[0], batch_size, None)
+    scores = np.zeros(volume.shape[:-1] + first.shape[-1:], first.dtype)
+    total = np.zeros(volume.shape[:-1], first.dtype)  # the summed weights
+    weights = weights.astype(first.dtype)
+    for i, group in enumerate(groups):
+        out = first if i == 0 else _predict_tiles(predict_fn, volume, tile_shape, group,
+                                                  batch_size, scores)
+        for start, tile_scores in zip(group, out):
+            window = _window(start, tile_shape)
+            scores[window] += tile_scores * weights[..., None]
+            total[window] += weights
         if bar is not None:
-            bar.close()
-    assert scores is not None  # every volume has at least one tile
+            bar.update(len(group))
     scores /= total[..., None]
-    return scores[tuple(slice(s) for s in spatial)]
+    return scores
+
+
+def _predict_tiles(predict_fn: Callable[[np.ndarray], Any], volume: np.ndarray,
+                   tile_shape: Tuple[int, ...], group: List[Tuple[int, ...]],
+                   batch_size: int, scores: Optional[np.ndarray]) -> np.ndarray:
+    """``predict_fn``'s checked scores of the tiles at ``group``, filled up with zero
+    tiles to ``batch_size`` (their scores follow those of ``group``)."""
+    tiles = [volume[_window(s, tile_shape)] for s in group]
+    tiles += [np.zeros_like(tiles[0])] * (batch_size - len(group))
+    batch = np.stack(tiles)
+    return _check_scores(predict_fn(batch), batch.shape, scores)
 
 
 def _window(start: Tuple[int, ...], tile_shape: Tuple[int, ...]) -> Tuple[slice, ...]:

@@ -8,11 +8,11 @@ import tensorflow as tf
 import spatial_tf
 from spatial_tf.detection import (AnchorConfig, iou_matrix, make_detection_predict_step,
                                   make_detection_train_step, postprocess)
-from spatial_tf.models import retinanet
+from spatial_tf.models import RetinaNetOptions, retinanet
 from spatial_tf.testing import assert_no_activation_gather
 
 SPEC = [[1, 2, 2, 1], {"boxes": None, "classes": None}]
-SMALL = dict(backbone_filters=(16, 16, 16, 16), fpn_filters=8, head_convs=1)
+SMALL = RetinaNetOptions(backbone_filters=(16, 16, 16, 16), fpn_filters=8, head_convs=1)
 
 
 def _batch(dtype=tf.float32):
@@ -35,7 +35,7 @@ def float64_policy():
 @pytest.mark.slow  # about a minute: two float64 compiles
 def test_partitioned_step_matches_unpartitioned_in_float64(float64_policy):
     keras.utils.set_random_seed(1)
-    model = retinanet((64, 64, 3), 2, **SMALL)
+    model = retinanet((64, 64, 3), 2, options=SMALL)
     optimizer = keras.optimizers.SGD(0.05)
     optimizer.build(model.trainable_variables)
     step = make_detection_train_step(model, optimizer, SPEC)
@@ -53,7 +53,7 @@ def test_partitioned_step_matches_unpartitioned_in_float64(float64_policy):
 @pytest.mark.parametrize("spec", [[1, 2, 2, 1], [1, 4, 1, 1]])
 def test_no_activation_sized_gather(spec):
     keras.utils.set_random_seed(2)
-    model = retinanet((128, 128, 3), 2, **SMALL)
+    model = retinanet((128, 128, 3), 2, options=SMALL)
     optimizer = keras.optimizers.SGD(0.05)
     optimizer.build(model.trainable_variables)
     image, labels = _batch()
@@ -67,7 +67,7 @@ def test_no_activation_sized_gather(spec):
 
 
 def test_refuses_a_model_whose_levels_do_not_fit_the_anchors():
-    model = retinanet((64, 64, 3), 2, **SMALL)
+    model = retinanet((64, 64, 3), 2, options=SMALL)
     with pytest.raises(ValueError, match=r"has levels of \(h, w\) \[\(8, 8\), \(4, 4\), \(2, 2\)\]; "
                                          r"the anchors \(levels 3-6\) expect"):
         make_detection_train_step(model, keras.optimizers.SGD(0.1), anchors=AnchorConfig(max_level=6))
@@ -109,8 +109,8 @@ def _recall(detections, labels, threshold=0.5):
 @pytest.mark.slow  # 16 s on an idle 2-core machine, over a minute on a busy one
 def test_training_raises_recall_above_chance():
     keras.utils.set_random_seed(6)
-    model = retinanet((64, 64, 3), 2, backbone_filters=(16, 16, 16, 16), fpn_filters=16,
-                      batch_norm_momentum=0.8)
+    model = retinanet((64, 64, 3), 2, options=RetinaNetOptions(
+        backbone_filters=(16, 16, 16, 16), fpn_filters=16, batch_norm_momentum=0.8))
     optimizer = keras.optimizers.Adam(3e-3)
     anchors = AnchorConfig()
     train = tf.function(make_detection_train_step(model, optimizer))
@@ -133,8 +133,8 @@ def test_training_raises_recall_above_chance():
 def test_loss_options_of_earlier_releases_fold_into_the_config_with_a_warning():
     from spatial_tf.detection import DetectionLossConfig
 
-    model = retinanet((64, 64, 3), num_classes=2, backbone_filters=(16, 16, 16, 16),
-                      fpn_filters=8)
+    model = retinanet((64, 64, 3), num_classes=2, options=RetinaNetOptions(
+        backbone_filters=(16, 16, 16, 16), fpn_filters=8))
     with pytest.warns(DeprecationWarning, match=r"make_detection_train_step\(\.\.\., "
                       r"box_weight=10\.0\) is deprecated; pass "
                       r"loss=DetectionLossConfig\(box_weight=10\.0\)"):

@@ -16,21 +16,21 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.models import unet
+from spatial_tf.models import UNetOptions, unet
 
 pytestmark = pytest.mark.slow  # each compiles and runs a U-Net train step twice
 
 CASES = [
     # input shape (no batch), U-Net options, spec, cores
-    ((16, 32, 3), dict(padding="same", downsample="conv"), [1, 2, 4, 1], 8),
-    ((20, 20, 3), dict(padding="valid", downsample="pool"), [1, 2, 4, 1], 8),
-    ((16, 16, 3), dict(padding="same", downsample="pool"), [1, 2, 2, 1], 4),
-    ((20, 20, 3), dict(padding="valid", downsample="pool"), [1, 1, 2, 1], 2),
-    ((16, 16, 3), dict(padding="same", downsample="conv"), [1, 1, 1, 1], 1),
-    ((16, 16, 16, 1), dict(padding="same", downsample="pool"), [1, 8, 1, 1, 1], 8),
-    ((16, 16, 16, 1), dict(padding="same", downsample="pool"), [1, 2, 2, 2, 1], 8),
-    ((24, 24, 24, 1), dict(padding="valid", downsample="pool"), [1, 2, 2, 1, 1], 4),
-    ((16, 16, 16, 1), dict(padding="same", downsample="conv"), [1, 2, 1, 1, 1], 2),
+    ((16, 32, 3), UNetOptions(padding="same", downsample="conv"), [1, 2, 4, 1], 8),
+    ((20, 20, 3), UNetOptions(padding="valid", downsample="pool"), [1, 2, 4, 1], 8),
+    ((16, 16, 3), UNetOptions(padding="same", downsample="pool"), [1, 2, 2, 1], 4),
+    ((20, 20, 3), UNetOptions(padding="valid", downsample="pool"), [1, 1, 2, 1], 2),
+    ((16, 16, 3), UNetOptions(padding="same", downsample="conv"), [1, 1, 1, 1], 1),
+    ((16, 16, 16, 1), UNetOptions(padding="same", downsample="pool"), [1, 8, 1, 1, 1], 8),
+    ((16, 16, 16, 1), UNetOptions(padding="same", downsample="pool"), [1, 2, 2, 2, 1], 8),
+    ((24, 24, 24, 1), UNetOptions(padding="valid", downsample="pool"), [1, 2, 2, 1, 1], 4),
+    ((16, 16, 16, 1), UNetOptions(padding="same", downsample="conv"), [1, 2, 1, 1, 1], 2),
 ]
 
 
@@ -59,7 +59,7 @@ def _label_spec(spec, shape):
 
 @pytest.mark.parametrize(
     "input_shape, options, spec, cores", CASES,
-    ids=[f"{len(c[0]) - 1}d-{c[1]['padding']}-{c[1]['downsample']}-{'x'.join(map(str, c[2]))}"
+    ids=[f"{len(c[0]) - 1}d-{c[1].padding}-{c[1].downsample}-{'x'.join(map(str, c[2]))}"
          for c in CASES],
 )
 def test_train_step_matches_unpartitioned(emulators, input_shape, options, spec, cores):
@@ -77,7 +77,7 @@ def test_train_step_matches_unpartitioned(emulators, input_shape, options, spec,
 
 
 def test_adam_step_matches_within_its_conditioning(emulators):
-    _, step, args = _case((16, 16, 16, 1), dict(padding="same", downsample="pool"),
+    _, step, args = _case((16, 16, 16, 1), UNetOptions(padding="same", downsample="pool"),
                           [1, 2, 2, 2, 1], keras.optimizers.Adam(1e-2))
 
     result = emulators(8).compare(step, args=args)
@@ -90,7 +90,7 @@ def test_adam_step_matches_within_its_conditioning(emulators):
 
 def _case(input_shape, options, spec, optimizer):
     keras.utils.set_random_seed(0)
-    model = unet(input_shape, num_classes=3, depth=2, base_filters=4, **options)
+    model = unet(input_shape, num_classes=3, depth=2, base_filters=4, options=options)
     optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)
     image = rng.normal(size=(2,) + input_shape).astype("float32")

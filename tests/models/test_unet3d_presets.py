@@ -1,9 +1,11 @@
-"""Model Garden's volumetric 3D U-Net by name: its published architecture, counted by hand."""
+"""Model Garden's volumetric 3D U-Net by name: its published architecture, counted by hand;
+its options and the keyword arguments of earlier releases."""
 import keras
 import numpy as np
 import pytest
 
-from spatial_tf.models import model_garden_unet3d, unet3d, unet3d_presets
+from spatial_tf.models import (ModelGardenUNetOptions, UNetOptions, model_garden_unet3d, unet3d,
+                               unet3d_presets)
 
 
 def conv(k, c_in, c_out, bias=True):
@@ -45,7 +47,7 @@ def test_a_smaller_variant_counted_by_hand():
                 + conv(3, 16 + 8, 8) + bn(8) + conv(3, 8, 8) + bn(8)
                 + conv(1, 8, 2))
     model = unet3d((8, 8, 8, 2), 2, depth=2, base_filters=4, preset="model_garden",
-                   upsample="nearest")
+                   options=ModelGardenUNetOptions(upsample="nearest"))
     assert model.count_params() == expected == 13_454
     assert model.get_layer("up0_upsample").size == (2, 2, 2)
 
@@ -77,7 +79,7 @@ def test_the_command_line_knows_the_same_presets():
 def test_the_preset_table_and_overrides():
     assert unet3d_presets.PRESETS == {"model_garden": {"depth": 4, "base_filters": 32}}
     model = unet3d((8, 8, 8, 1), preset="model_garden", depth=2, base_filters=2,
-                   batch_norm=False, dtype_policy="mixed_bfloat16")
+                   options=ModelGardenUNetOptions(batch_norm=False), dtype_policy="mixed_bfloat16")
     assert not any(isinstance(l, keras.layers.BatchNormalization) for l in model.layers)
     assert model.get_layer("down0_conv2").filters == 4
     assert model.get_layer("down0_conv1").compute_dtype == "bfloat16"
@@ -97,17 +99,121 @@ def test_the_default_unet_is_unchanged_without_a_preset():
      r"unet3d: preset is 'garden'; expected one of 'model_garden' or None\. Fix: e\.g\. "
      r"preset='model_garden'\."),
     (lambda: unet3d((8, 8, 8, 1), preset="model_garden", padding="valid"), TypeError,
-     r"unet3d: padding is not an option of preset 'model_garden'; expected only batch_norm"),
+     r"unet3d: padding is not an option of preset 'model_garden'; expected only the fields of "
+     r"ModelGardenUNetOptions \(batch_norm, norm_momentum, norm_epsilon, sync_batch_norm, "
+     r"upsample\)\. Fix: leave it out \(the preset fixes it\) or use preset=None\."),
+    (lambda: unet3d((8, 8, 8, 1), preset="model_garden", options=UNetOptions()), TypeError,
+     r"unet3d: options is UNetOptions\(.*\) \(UNetOptions\); expected a ModelGardenUNetOptions "
+     r"or None\. Fix: unet3d\(\.\.\., preset='model_garden', "
+     r"options=ModelGardenUNetOptions\(\.\.\.\)\); UNetOptions go with preset=None\."),
+    (lambda: model_garden_unet3d((8, 8, 8, 1), 2, options=UNetOptions()), TypeError,
+     r"model_garden_unet3d: options is UNetOptions\(.*\); expected a ModelGardenUNetOptions"),
     (lambda: unet3d((12, 16, 16, 1), preset="model_garden"), ValueError,
      r"model_garden_unet3d: spatial size 12 \(axis 0\) does not halve cleanly 3 time\(s\)\. "
      r"Fix: use a size such as 8 or 16\."),
     (lambda: model_garden_unet3d((8, 8, 1), 2), ValueError,
      r"model_garden_unet3d: input_shape is \(8, 8, 1\); expected 4 sizes"),
-    (lambda: model_garden_unet3d((8, 8, 8, 1), 2, depth=2, upsample="linear"), ValueError,
-     r"model_garden_unet3d: upsample is 'linear'; expected 'transpose' or 'nearest'"),
+    (lambda: model_garden_unet3d((8, 8, 8, 1), 2, depth=2,
+                                 options=ModelGardenUNetOptions(upsample="linear")), ValueError,
+     r"ModelGardenUNetOptions: upsample is 'linear'; expected 'transpose' \(a transposed "
+     r"convolution, Model Garden's default\) or 'nearest' \(UpSampling3D\)\. Fix: e\.g\. "
+     r"ModelGardenUNetOptions\(upsample='transpose'\)\."),
     (lambda: model_garden_unet3d((8, 8, 8, 1), 0, depth=2), (TypeError, ValueError),
      r"num_classes is 0"),
 ])
 def test_bad_preset_options(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# -- ModelGardenUNetOptions, and the keyword arguments of earlier releases ----------------
+
+def _small(c_in, bias_bn):
+    """model_id 2, base_filters 4, c_in input channels, 2 classes, transposed conv 16->16;
+    ``bias_bn(c)``: the batch norm weights after a conv with c filters."""
+    return (conv(3, c_in, 4) + bias_bn(4) + conv(3, 4, 8) + bias_bn(8)
+            + conv(3, 8, 8) + bias_bn(8) + conv(3, 8, 16) + bias_bn(16)
+            + conv(2, 16, 16) + conv(3, 16 + 8, 8) + bias_bn(8) + conv(3, 8, 8) + bias_bn(8)
+            + conv(1, 8, 2))
+
+
+# (options, parameters, layers); the layers counted by hand: 3 blocks (down0, bottom, up0)
+# of (conv, batch norm, ReLU) x 2 = 18, a pool, an upsampling layer, a concat, the logits,
+# the image: 23 (17 without batch norm)
+SETTINGS = [
+    (ModelGardenUNetOptions(), _small(1, bn), 23),
+    (ModelGardenUNetOptions(upsample="nearest"), _small(1, bn) - conv(2, 16, 16), 23),
+    (ModelGardenUNetOptions(batch_norm=False), _small(1, lambda c: 0), 17),
+    (ModelGardenUNetOptions(norm_momentum=0.9, norm_epsilon=1e-5, sync_batch_norm=False),
+     _small(1, bn), 23),
+]
+
+
+def test_the_hand_counts_add_up():
+    assert [s[1] for s in SETTINGS] == [15_410, 13_346, 15_202, 15_410]
+
+
+@pytest.mark.parametrize("options, params, layers", SETTINGS)
+def test_options_build_the_model_of_earlier_releases(options, params, layers):
+    for model in (model_garden_unet3d((8, 8, 8, 1), 2, depth=2, base_filters=4, options=options),
+                  unet3d((8, 8, 8, 1), 2, 2, 4, preset="model_garden", options=options)):
+        assert (model.count_params(), len(model.layers)) == (params, layers)
+        norms = [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
+        assert {(l.momentum, l.epsilon, l.synchronized) for l in norms} == (
+            {(options.norm_momentum, options.norm_epsilon, options.sync_batch_norm)}
+            if options.batch_norm else set())
+
+
+@pytest.mark.parametrize("name", ["model_garden_unet3d", "unet3d"])
+@pytest.mark.parametrize("keyword, value", [
+    ("batch_norm", False), ("norm_momentum", 0.9), ("norm_epsilon", 1e-5),
+    ("sync_batch_norm", False), ("upsample", "nearest"),
+])
+def test_each_keyword_of_earlier_releases_still_works_and_warns(name, keyword, value):
+    def build(**kwargs):
+        if name == "unet3d":
+            return unet3d((8, 8, 8, 1), 2, 2, 4, preset="model_garden", **kwargs)
+        return model_garden_unet3d((8, 8, 8, 1), 2, depth=2, base_filters=4, **kwargs)
+
+    with pytest.warns(DeprecationWarning) as caught:
+        old = build(**{keyword: value})
+    assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+        f"{name}(..., {keyword}={value!r}) is deprecated; pass "
+        f"options=ModelGardenUNetOptions({keyword}={value!r})."]
+    new = build(options=ModelGardenUNetOptions(**{keyword: value}))
+    assert old.count_params() == new.count_params()
+    assert [l.get_config() for l in old.layers] == [l.get_config() for l in new.layers]
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: model_garden_unet3d((8, 8, 8, 1), 2, upsampling="nearest"), "model_garden_unet3d"),
+    (lambda: unet3d((8, 8, 8, 1), preset="model_garden", upsampling="nearest"), "unet3d"),
+])
+def test_an_unknown_keyword_is_a_type_error(call, name):
+    with pytest.raises(TypeError, match=(
+            rf"^{name}: unexpected keyword argument\(s\) upsampling; expected those of "
+            rf"ModelGardenUNetOptions \(batch_norm, norm_epsilon, norm_momentum, "
+            rf"sync_batch_norm, upsample\)\. Fix: {name}\(\.\.\., "
+            rf"options=ModelGardenUNetOptions\(\.\.\.\)\)\.$")):
+        call()
+
+
+@pytest.mark.parametrize("field, value, error, message", [
+    ("upsample", "bilinear", ValueError,
+     r"ModelGardenUNetOptions: upsample is 'bilinear'; expected 'transpose'"),
+    ("norm_momentum", 1, ValueError,
+     r"ModelGardenUNetOptions: norm_momentum is 1; expected a number in \[0, 1\)\. Fix: e\.g\. "
+     r"ModelGardenUNetOptions\(norm_momentum=0\.99\), Model Garden's default\."),
+    ("norm_epsilon", 0.0, ValueError,
+     r"ModelGardenUNetOptions: norm_epsilon is 0\.0; expected a number > 0\. Fix: e\.g\. "
+     r"ModelGardenUNetOptions\(norm_epsilon=1e-3\), Model Garden's default\."),
+    ("norm_epsilon", "1e-3", ValueError, r"ModelGardenUNetOptions: norm_epsilon is '1e-3'"),
+    ("batch_norm", None, TypeError,
+     r"ModelGardenUNetOptions: batch_norm is None; expected True or False\. Fix: "
+     r"ModelGardenUNetOptions\(batch_norm=True\), Model Garden's default, or False\."),
+    ("sync_batch_norm", 1, TypeError,
+     r"ModelGardenUNetOptions: sync_batch_norm is 1; expected True or False"),
+])
+def test_a_bad_option_names_its_field(field, value, error, message):
+    with pytest.raises(error, match=message):
+        ModelGardenUNetOptions(**{field: value})
