@@ -33,8 +33,28 @@ from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
 from spatial_tf.partition_friendly import Change, partition_friendly, unfuse_batch_norm
 from spatial_tf.spec import PartialTile, Replicate, Tile
 
-__all__ = ["Split", "HaloConv2D", "HaloConv3D", "partition_friendly", "Change",
-           "unfuse_batch_norm"]
+__all__ = ["Split", "HaloConv2D", "HaloConv3D", "MaskedBatchNormalization",
+           "partition_friendly", "Change", "unfuse_batch_norm"]
+
+
+@keras.saving.register_keras_serializable(package="spatial_tf")
+class MaskedBatchNormalization(keras.layers.BatchNormalization):
+    """``keras.layers.BatchNormalization`` called with ``mask=`` (``(batch, *spatial)``, 1 on
+    real voxels): its training statistics cover the real voxels only (Keras' masked
+    moments), and its output carries no Keras mask, so the convolutions after it take
+    none (Keras would warn and drop it). For zero-padded volumes of odd sizes; weights,
+    names and results otherwise those of Keras' layer.
+
+    >>> import numpy as np
+    >>> norm = MaskedBatchNormalization(momentum=0.0)
+    >>> x = np.array([[[1.0], [3.0], [0.0]]])           # the last voxel is padding
+    >>> _ = norm(x, mask=np.array([[1.0, 1.0, 0.0]]), training=True)
+    >>> float(norm.moving_mean.numpy()[0])
+    2.0
+    """
+
+    def compute_mask(self, inputs, mask=None):
+        return None
 
 
 @keras.saving.register_keras_serializable(package="spatial_tf")

@@ -25,7 +25,8 @@ import tensorflow as tf
 from spatial_tf import metrics
 from spatial_tf.annotate import split
 
-__all__ = ["make_gradient_step", "segmentation_losses", "split_segmentation_batch"]
+__all__ = ["make_gradient_step", "segmentation_losses", "split_segmentation_batch",
+           "takes_mask", "run_model"]
 
 
 def make_gradient_step(model: Any, optimizer: Any,
@@ -62,7 +63,7 @@ def segmentation_losses(model: Any, loss_fn: Callable, spec: Optional[Any] = Non
     ``loss_fn(labels, logits, mask)`` and the mean hard Dice of the logits."""
     def compute(batch):
         image, labels, mask = split_segmentation_batch(tuple(batch), spec)
-        logits = model(image, training=True)
+        logits = run_model(model, image, mask, training=True)
         loss = loss_fn(labels, logits, mask)
         _, dice = metrics.dice_score(labels, tf.cast(logits, tf.float32), mask=mask)
         return {"loss": loss, "dice": dice}
@@ -81,3 +82,22 @@ def split_segmentation_batch(batch: tuple, spec: Optional[Any]) -> tuple:
         return batch
     raise ValueError(f"train step: a batch has {len(batch)} parts; expected (image, labels) or "
                      f"(image, labels, mask).")
+
+
+def takes_mask(model: Any) -> bool:
+    """True for a Keras model with a second input named ``mask`` (``(batch, *spatial)``,
+    1 on real voxels), as ``unet`` builds with ``UNetOptions(masked_batch_norm=True)``:
+    it leaves the padding out of its batch-norm statistics."""
+    inputs = getattr(model, "inputs", None) or []
+    return len(inputs) == 2 and inputs[1].name.split(":")[0].split("/")[-1] == "mask"
+
+
+def run_model(model: Any, image: tf.Tensor, mask: Optional[tf.Tensor], *,
+              training: bool) -> tf.Tensor:
+    """``model(image)``, or ``model([image, mask])`` for a model that ``takes_mask`` (a
+    mask of ones when ``mask`` is None: every voxel real)."""
+    if not takes_mask(model):
+        return model(image, training=training)
+    if mask is None:
+        mask = tf.ones(tf.shape(image)[:-1], tf.float32)
+    return model([image, tf.cast(mask, tf.float32)], training=training)

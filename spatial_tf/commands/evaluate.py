@@ -170,11 +170,12 @@ def _predict_step(model, spec):
     """``step(batch) -> class mask`` (int32, the batch's spatial shape), split as ``spec``."""
     import tensorflow as tf
 
-    from spatial_tf.steps import split_segmentation_batch
+    from spatial_tf.steps import run_model, split_segmentation_batch
 
     def step(batch):
-        image, _, _ = split_segmentation_batch(tuple(batch), spec)
-        return tf.argmax(model(image, training=False), axis=-1, output_type=tf.int32)
+        image, _, mask = split_segmentation_batch(tuple(batch), spec)
+        return tf.argmax(run_model(model, image, mask, training=False), axis=-1,
+                         output_type=tf.int32)
 
     return step
 

@@ -236,16 +236,17 @@ def _forward(record, shape, cores):
     """``(model, fn)``: the model for volumes of ``shape`` (restore its weights) and
     ``fn(batch) -> logits`` (NumPy), split over ``cores`` (TPU if present, else the
     emulator) when more than 1."""
-    if cores == 1:
-        from spatial_tf.commands import volumes
-
-        model = volumes.build_model(record, shape)
-        return model, lambda x: model(x, training=False).numpy()
     import tensorflow as tf
 
     import spatial_tf
     from spatial_tf.commands import volumes
     from spatial_tf.commands.shared import default_spec
+    from spatial_tf.steps import run_model
+
+    if cores == 1:
+        model = volumes.build_model(record, shape)
+        return model, lambda x: run_model(model, tf.constant(x, tf.float32), None,
+                                          training=False).numpy()
 
     strategy = spatial_tf.auto(num_cores_per_replica=cores, num_replicas=1)
     spec = default_spec(cores)
@@ -254,8 +255,8 @@ def _forward(record, shape, cores):
 
     @tf.function
     def run(x):
-        return strategy.run(lambda t: model(spatial_tf.split(t, spec), training=False),
-                            args=(x,))
+        return strategy.run(lambda t: run_model(model, spatial_tf.split(t, spec), None,
+                                                training=False), args=(x,))
 
     return model, lambda x: strategy.experimental_local_results(
         run(tf.constant(x, tf.float32)))[0].numpy()

@@ -166,12 +166,15 @@ def _check_crop(parser, args):
 
 
 def _record(args, shape, existing=None):
-    """What ``model.json`` keeps; a resumed run keeps the convolution layers it began with."""
+    """What ``model.json`` keeps; a resumed run keeps the convolution layers and the batch
+    norm (masked to the real voxels or not) it began with."""
     conv = existing["conv"] if existing else ("keras" if args.preset else "halo")
+    masked = existing["masked_bn"] if existing else not args.preset
     return {"model": args.model, "shape": list(shape), "classes": args.classes,
             "depth": args.depth, "filters": args.filters, "dtype_policy": args.dtype_policy,
-            "preset": args.preset, "conv": conv, "modality": args.modality,
-            "bn_momentum": args.bn_momentum, "spacing": args.spacing}
+            "preset": args.preset, "conv": conv, "masked_bn": masked,
+            "modality": args.modality, "bn_momentum": args.bn_momentum,
+            "spacing": args.spacing}
 
 
 def _existing_record(args):

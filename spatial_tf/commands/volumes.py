@@ -34,9 +34,10 @@ RECORD_KEYS = {"unet3d": ("shape", "classes", "depth", "filters"),
 
 # what a unet3d model.json written before an option existed means by its absence
 # ("conv": spatial_tf's U-Net used keras.layers.Conv3D before HaloConv3D; volumes were
-# windowed as abdominal CT; batch norm kept Keras' momentum; volumes were not resampled)
+# windowed as abdominal CT; batch norm kept Keras' momentum and counted the padding;
+# volumes were not resampled)
 RECORD_DEFAULTS = {"dtype_policy": "float32", "preset": None, "conv": "keras",
-                   "modality": "ct", "bn_momentum": 0.99, "spacing": None}
+                   "masked_bn": False, "modality": "ct", "bn_momentum": 0.99, "spacing": None}
 
 
 def read_record(model_dir):
@@ -171,9 +172,10 @@ def build_model(record, shape=None):
     preset = record.get("preset")
     momentum = record.get("bn_momentum", RECORD_DEFAULTS["bn_momentum"])
     # a record written before "conv" existed: keras.layers.Conv3D (same weights, another
-    # layer structure in the checkpoint)
+    # layer structure in the checkpoint); before "masked_bn": batch norm over every voxel
     options = (ModelGardenUNetOptions(norm_momentum=momentum) if preset else
-               UNetOptions(conv=record.get("conv", "keras"), norm_momentum=momentum))
+               UNetOptions(conv=record.get("conv", "keras"), norm_momentum=momentum,
+                           masked_batch_norm=record.get("masked_bn", False)))
     shape = tuple(record["shape"] if shape is None else shape)
     return unet3d(shape + (1,), num_classes=record["classes"],
                   depth=record["depth"], base_filters=record["filters"],

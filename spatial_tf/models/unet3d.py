@@ -21,6 +21,7 @@ import keras
 
 from spatial_tf.checks import check_int, fold_keywords
 from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
+from spatial_tf.layers import MaskedBatchNormalization
 from spatial_tf.models._option_checks import check_flag, check_fraction, check_options_type
 from spatial_tf.models.precision import output_dtype, resolve_dtype_policy
 from spatial_tf.models.sizes import output_size, valid_sizes
@@ -57,6 +58,14 @@ class UNetOptions:
         before ``"halo"`` existed).
       norm_momentum: batch norm's moving-average momentum (Keras' default 0.99 needs a few
         hundred steps before inference-mode statistics settle; 0.9 suits short runs).
+      masked_batch_norm: the model takes a second input, ``mask`` (``(batch, *spatial)``,
+        1 on real voxels, 0 on padding), and every batch norm computes its training
+        statistics over the real voxels only (Keras' masked moments; the mask is max-pooled
+        to each level's resolution), so zero padding of odd-sized volumes does not shift
+        them. Needs ``batch_norm`` and ``"same"`` padding. ``spatial_tf.train``'s steps
+        pass a batch's mask to such a model (``spatial_tf.steps.run_model``). The weights
+        are the plain model's, but the mask's layers shift the layer positions checkpoints
+        are keyed by: a checkpoint restores into a model built with the same setting.
 
     >>> UNetOptions(padding="valid", norm_momentum=0.9).conv
     'halo'
@@ -71,6 +80,7 @@ class UNetOptions:
     downsample: str = "pool"
     conv: str = "halo"
     norm_momentum: float = 0.99
+    masked_batch_norm: bool = False
 
     def __post_init__(self):
         where = "UNetOptions"
@@ -95,6 +105,16 @@ class UNetOptions:
         check_fraction(self.norm_momentum, where, "norm_momentum",
                        "e.g. UNetOptions(norm_momentum=0.99) (Keras' default), or 0.9 for "
                        "short runs")
+        check_flag(self.masked_batch_norm, where, "masked_batch_norm",
+                   "UNetOptions(masked_batch_norm=True) keeps padding out of batch norm's "
+                   "statistics; else leave the default")
+        if self.masked_batch_norm and (not self.batch_norm or self.padding != "same"):
+            raise ValueError(
+                f"UNetOptions: masked_batch_norm=True with batch_norm={self.batch_norm}, "
+                f"padding={self.padding!r}; expected batch_norm=True and padding='same' (the "
+                f"mask is pooled level by level, which 'valid' convolutions would shrink "
+                f"away from). Fix: UNetOptions(masked_batch_norm=True, batch_norm=True, "
+                f"padding='same'), or leave masked_batch_norm False.")
 
 
 def unet3d(input_shape: Sequence[int] = (64, 64, 64, 1), num_classes: int = 2,
@@ -169,16 +189,34 @@ def unet(input_shape: Sequence[int], num_classes: int = 2, depth: int = 3,
     policy = resolve_dtype_policy(dtype_policy, "unet")
     layers = _UNetLayers(len(input_shape) - 1, policy, options)
     inputs = keras.Input(input_shape, dtype=policy.variable_dtype, name="image")
+    masks = _level_masks(input_shape[:-1], depth) if options.masked_batch_norm else None
     x, skips = inputs, []
     for level in range(depth - 1):
-        x = layers.block(x, base_filters * 2**level, f"down{level}")
+        x = layers.block(x, base_filters * 2**level, f"down{level}", masks and masks[level])
         skips.append(x)
         x = layers.downsample(x, base_filters * 2**level, f"down{level}")
-    x = layers.block(x, base_filters * 2 ** (depth - 1), "bottom")
+    x = layers.block(x, base_filters * 2 ** (depth - 1), "bottom", masks and masks[-1])
     for level in reversed(range(depth - 1)):
-        x = layers.upsample(x, skips[level], base_filters * 2**level, f"up{level}")
+        x = layers.upsample(x, skips[level], base_filters * 2**level, f"up{level}",
+                            masks and masks[level])
     logits = layers.logits(x, num_classes)
-    return keras.Model(inputs, logits, name=name or f"unet{layers.ndim}d")
+    model_inputs = inputs if masks is None else [inputs, masks[0]]
+    return keras.Model(model_inputs, logits, name=name or f"unet{layers.ndim}d")
+
+
+def _level_masks(spatial: Tuple[int, ...], depth: int) -> list:
+    """The ``mask`` input and its max-pooled copies at each lower level: a coarse voxel
+    is real when any voxel it pools is."""
+    ndim = len(spatial)
+    mask = keras.Input(spatial, dtype="float32", name="mask")
+    masks = [mask]
+    for level in range(1, depth):
+        sizes = tuple(s // 2**level for s in spatial)
+        x = keras.layers.Reshape(tuple(s // 2 ** (level - 1) for s in spatial) + (1,),
+                                 dtype="float32", name=f"mask{level}_channel")(masks[-1])
+        x = _LAYERS[ndim][2](2, dtype="float32", name=f"mask{level}_pool")(x)
+        masks.append(keras.layers.Reshape(sizes, dtype="float32", name=f"mask{level}")(x))
+    return masks
 
 
 def _check_sizes(input_shape: Tuple[int, ...], num_classes: int, depth: int,
@@ -214,8 +252,9 @@ class _UNetLayers:
     def conv(self, *args, **kwargs):
         return self.conv_class(*args, dtype=self.policy, **kwargs)
 
-    def block(self, x, filters, prefix):
-        """Two convolutions with batch norm and ReLU; ``x`` may be [upsampled, skip]."""
+    def block(self, x, filters, prefix, mask=None):
+        """Two convolutions with batch norm and ReLU; ``x`` may be [upsampled, skip]; batch
+        norm's statistics over the voxels ``mask`` marks, when given."""
         options, policy = self.options, self.policy
         for i in (1, 2):
             if isinstance(x, list) and not self.halo:
@@ -223,8 +262,12 @@ class _UNetLayers:
             x = self.conv(filters, 3, padding=options.padding, use_bias=not options.batch_norm,
                           name=f"{prefix}_conv{i}")(x)
             if options.batch_norm:
-                x = keras.layers.BatchNormalization(momentum=options.norm_momentum,
-                                                    dtype=policy, name=f"{prefix}_bn{i}")(x)
+                if mask is None:
+                    x = keras.layers.BatchNormalization(momentum=options.norm_momentum,
+                                                        dtype=policy, name=f"{prefix}_bn{i}")(x)
+                else:
+                    x = MaskedBatchNormalization(momentum=options.norm_momentum, dtype=policy,
+                                                 name=f"{prefix}_bn{i}")(x, mask=mask)
             x = keras.layers.ReLU(dtype=policy, name=f"{prefix}_relu{i}")(x)
         return x
 
@@ -234,7 +277,7 @@ class _UNetLayers:
         return self.conv(filters, 3, strides=2, padding=self.options.padding,
                          name=f"{prefix}_stride2")(x)
 
-    def upsample(self, x, skip, filters, prefix):
+    def upsample(self, x, skip, filters, prefix, mask=None):
         """Transposed convolution, the skip (center-cropped to fit) and a block."""
         x = _LAYERS[self.ndim][1](filters, 2, strides=2, use_bias=not self.options.batch_norm,
                                   dtype=self.policy, name=f"{prefix}_transpose")(x)
@@ -242,7 +285,7 @@ class _UNetLayers:
         if any(margins):
             skip = _LAYERS[self.ndim][3]([(m // 2, m - m // 2) for m in margins],
                                          dtype=self.policy, name=f"{prefix}_crop")(skip)
-        return self.block([x, skip], filters, prefix)
+        return self.block([x, skip], filters, prefix, mask)
 
     def logits(self, x, num_classes):
         return _LAYERS[self.ndim][0](num_classes, 1, dtype=output_dtype(self.policy),

@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from spatial_tf import metrics
 from spatial_tf.losses import segmentation_loss  # kept importable from here
-from spatial_tf.steps import make_gradient_step, segmentation_losses, split_segmentation_batch
+from spatial_tf.steps import (make_gradient_step, run_model, segmentation_losses,
+                              split_segmentation_batch)
 
 __all__ = ["make_train_step", "make_eval_step", "segmentation_loss"]
 
@@ -38,8 +39,8 @@ def make_eval_step(model, spec=None):
     """``step(batch) -> per-class Dice`` (float32 vector) without training."""
     def step(batch):
         image, labels, mask = split_segmentation_batch(tuple(batch), spec)
-        per_class, _ = metrics.dice_score(labels, tf.cast(model(image, training=False), tf.float32),
-                                          mask=mask)
+        logits = run_model(model, image, mask, training=False)
+        per_class, _ = metrics.dice_score(labels, tf.cast(logits, tf.float32), mask=mask)
         return per_class
 
     return step

@@ -97,9 +97,11 @@ def test_odd_sizes_train_on_the_padded_shape_and_record_it(odd, capsys):
     record = volumes.read_record(model_dir)
     # spec 1,2,1,1,1 and depth 2: axes divide by 2x2, 1x2, 1x2; the largest volume 13x12x9
     assert record["shape"] == round_up([13, 12, 9], [4, 2, 2]) == [16, 12, 10]
-    assert (record["modality"], record["bn_momentum"]) == ("ct", 0.9)
+    assert (record["modality"], record["bn_momentum"], record["masked_bn"]) == ("ct", 0.9, True)
     model = volumes.build_model(record)
     assert model.get_layer("down0_bn1").momentum == 0.9
+    # the padding is kept out of batch norm's statistics: the mask is the model's input
+    assert [t.name for t in model.inputs] == ["image", "mask"]
 
 
 def forced_model_dir(model_dir, favourite=1):

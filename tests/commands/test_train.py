@@ -126,8 +126,8 @@ def test_the_dtype_policy_is_recorded_and_kept_on_resume(capsys, tmp_path):
         record = json.load(f)
     assert record == {"model": "unet3d", "shape": [16, 16, 16], "classes": 3, "depth": 2,
                       "filters": 4, "dtype_policy": "mixed_bfloat16", "preset": None,
-                      "conv": "halo", "modality": "ct", "bn_momentum": 0.9,
-                      "spacing": None}
+                      "conv": "halo", "masked_bn": True, "modality": "ct",
+                      "bn_momentum": 0.9, "spacing": None}
     model = volumes.build_model(record)  # as evaluate and predict build it
     assert model.get_layer("down0_conv1").compute_dtype == "bfloat16"
     assert model.get_layer("logits").compute_dtype == "float32"
