@@ -13,15 +13,12 @@ Checked on TensorFlow 2.16.2, 2.18.1, 2.20.0 and 2.21.0 (``VERIFIED_TF_VERSIONS`
 - the ``tf.distribute`` machinery the emulator builds its strategy from (the one-device
   extended object, replica context, per-replica values, input pipelines, the reduction
   of a non-distributed value) and ``gen_xla_ops.xla_replica_id``.
-- ``summary_ops_v2``: the summary state (default writer, step, ``record_if``) and
-  ``SummaryWriter.as_default``, for summary writers made default inside an emulated step.
 - ``TPU_EXTENDED_ATTRIBUTES``: what ``TPUStrategy.extended`` keeps privately about its
   logical devices, read by ``tpu_attribute`` for strategies spatial_tf did not build.
 
 >>> sorted(MODULES)  # doctest: +NORMALIZE_WHITESPACE
 ['cross_device_ops', 'distribute_lib', 'gen_xla_ops', 'hlo_pb2', 'input_lib',
- 'input_util', 'one_device_strategy', 'summary_ops_v2', 'values', 'xla_data_pb2',
- 'xla_sharding']
+ 'input_util', 'one_device_strategy', 'values', 'xla_data_pb2', 'xla_sharding']
 >>> xla_data_pb2.OpSharding.Type.Name(xla_data_pb2.OpSharding.REPLICATED)
 'REPLICATED'
 """
@@ -47,7 +44,6 @@ __all__ = [
     "input_util",
     "cross_device_ops",
     "gen_xla_ops",
-    "summary_ops_v2",
     "tpu_attribute",
     "missing_internals",
     "TPULayout",
@@ -81,9 +77,6 @@ MODULES = {
     "cross_device_ops": ("tensorflow.python.distribute.cross_device_ops",
                          ("reduce_non_distributed_value",)),
     "gen_xla_ops": ("tensorflow.compiler.tf2xla.ops.gen_xla_ops", ("xla_replica_id",)),
-    # a summary writer made default inside an emulated step (emulator/summaries.py)
-    "summary_ops_v2": ("tensorflow.python.ops.summary_ops_v2",
-                       ("SummaryWriter.as_default", "_summary_state")),
 }
 
 # TPUStrategy.extended (TPUExtended) attribute -> what it holds
@@ -177,7 +170,6 @@ input_lib = _load("input_lib")
 input_util = _load("input_util")
 cross_device_ops = _load("cross_device_ops")
 gen_xla_ops = _load("gen_xla_ops")
-summary_ops_v2 = _load("summary_ops_v2")
 
 
 def tpu_attribute(strategy: Any, name: str) -> Any:

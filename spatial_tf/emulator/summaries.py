@@ -1,122 +1,144 @@
-"""``tf.summary`` calls inside a step: recorded while tracing, written on the host.
+"""``tf.summary`` calls inside a step: traced as TensorFlow's own ops, written on the host.
 
 On TPU, summary ops in a step run on the host (TPUStrategy moves them out of the
-compiled program) and only replica 0 records. The emulator does the same: while a step
-is traced, ``tf.summary.write`` (which ``tf.summary.scalar``, ``histogram``, ``image``
-and ``text`` call) records the tag, the value and the step instead of writing, the values
-become extra results of the compiled program, and after the step ran ``write`` writes
-replica 0's values with the summary writer that was default at the call: one the step
-itself entered (``with writer.as_default():`` inside the step, as in TensorFlow's
-``test_spmd_with_summary``), else the one default where ``run`` is called. A writer
-entered inside the step is made default without its ``flush`` on exit while tracing (a
-flush is a host op XLA cannot compile); ``write`` flushes it after writing.
+compiled program) and only replica 0 records. The emulator does the same without
+replacing anything in TensorFlow: while a step is traced, ``default_writer`` makes a
+summary writer of its own default (``writer.as_default()``, its events kept in memory
+and never written), so ``tf.summary.write`` (which ``tf.summary.scalar``, ``histogram``,
+``image`` and ``text`` call) builds its real ops in the step's graph.
+``summary_graph.split`` cuts them out of the program XLA compiles and makes their
+numeric inputs extra results of the program; after the step ran, ``write`` computes the
+rest on the host (PNG encoding, strings, a cond's branch) from replica 0's values and
+writes with the summary writer that was default at the call: one the step itself made
+default (``with writer.as_default():`` inside the step, as in TensorFlow's
+``test_spmd_with_summary``; flushed after writing, as leaving it does), else the one
+default where ``run`` is called. A call with no step, traced where no default step was
+set, takes the default step where the step runs.
 
 >>> import tensorflow as tf
->>> with recording() as recorded:
-...     _ = tf.summary.write("loss", tf.constant(1.0), step=3)
->>> [(s.tag, int(s.step)) for s in recorded]
-[('loss', 3)]
+>>> with default_writer():
+...     @tf.function
+...     def step(x):
+...         return tf.summary.scalar("loss", x, step=3)
+...     graph = step.get_concrete_function(tf.TensorSpec([])).graph
+>>> sorted({op.type for op in graph.get_operations()} & {"WriteSummary", "If"})
+['WriteSummary']
 """
 import contextlib
 import dataclasses
-from typing import Any
+import threading
+from typing import Any, List
 
 import tensorflow as tf
 
-from spatial_tf import _tf_internals as _tf
+from spatial_tf.emulator import summary_parts
 
-__all__ = ["Recorded", "recording", "write"]
+__all__ = ["HOST_STEP", "ResultPair", "default_writer", "tracing_writer_handle", "pairs",
+           "write"]
 
-
-
-@dataclasses.dataclass
-class Recorded:
-    """One ``tf.summary.write`` call seen while tracing; ``writer``: the summary writer the
-    step itself made default around it, or None."""
-
-    tag: Any
-    value: Any
-    step: Any
-    metadata: Any
-    writer: Any = None
+# the default step while tracing when none is set: such writes take the host's
+HOST_STEP = -(2 ** 63)
+_LOGDIR = "ram://spatial_tf/summaries_while_tracing"  # TensorFlow's in-memory file system
+_lock = threading.Lock()
+_tracing_writer: List[Any] = []  # [writer, its handle or None], made at first use
 
 
-class _EnteredInStep:
-    """``writer.as_default(step)`` while a step is traced: default, no flush on exit."""
-
-    def __init__(self, writer, step, entered):
-        self.writer, self.step, self.entered = writer, step, entered
-
-    def __enter__(self):
-        state = _tf.summary_ops_v2._summary_state
-        self.old = (state.writer, state.step)
-        state.writer = self.writer
-        if self.step is not None:
-            state.step = self.step
-        self.entered.append(self.writer)
-        return self.writer
-
-    def __exit__(self, *exc):
-        state = _tf.summary_ops_v2._summary_state
-        state.writer = self.old[0]
-        if self.step is not None:
-            state.step = self.old[1]
-        self.entered.pop()
-        return False
+def _writer():
+    with _lock:
+        if not _tracing_writer:
+            with tf.init_scope():
+                _tracing_writer.extend([tf.summary.create_file_writer(_LOGDIR), None])
+        return _tracing_writer[0]
 
 
-def _may_record():
-    """False when ``tf.summary.record_if`` says no with a condition known while tracing.
-    (Whether a writer is default is decided where the values are written: a step may be
-    traced again where none is, e.g. for the sizes a call brings.)"""
-    condition = _tf.summary_ops_v2._summary_state.is_recording
-    if callable(condition):
-        condition = condition()
-    return tf.get_static_value(condition) is not False
+def tracing_writer_handle():
+    """The resource handle of the writer ``default_writer`` makes default."""
+    writer = _writer()
+    with _lock:
+        if _tracing_writer[1] is None:
+            with tf.init_scope():
+                _tracing_writer[1] = summary_parts.handle(writer)
+        return _tracing_writer[1]
 
 
 @contextlib.contextmanager
-def recording():
-    """Inside: ``tf.summary.write`` records into the yielded list and writes nothing, and
-    a summary writer made default inside is recorded with the calls it covers."""
-    recorded, entered = [], []
-    original = tf.summary.write
-    writer_class = _tf.summary_ops_v2.SummaryWriter
-    original_as_default = writer_class.as_default
-
-    def record(tag, tensor, step=None, metadata=None, name=None):
-        del name
-        if not _may_record():
-            return tf.constant(False)  # tf.summary.record_if(False) around it
-        value = tensor() if callable(tensor) else tensor
-        if step is None and entered:
-            step = tf.summary.experimental.get_step()  # as_default(step=...) in the step
-        recorded.append(Recorded(tag, tf.convert_to_tensor(value),
-                                 None if step is None else tf.convert_to_tensor(step, tf.int64),
-                                 metadata, entered[-1] if entered else None))
-        return tf.constant(True)
-
-    # tf.summary.scalar & co. (TensorBoard's) call it through tf.compat.v2.summary
-    modules = [m for m in (tf.summary, tf.compat.v2.summary) if m.write is original]
-    for module in modules:
-        module.write = record
-    writer_class.as_default = lambda writer, step=None: _EnteredInStep(writer, step, entered)
+def default_writer():
+    """While tracing a step: the emulator's writer is the default summary writer, and
+    ``HOST_STEP`` the default step if none is set. Leaving it flushes that writer now
+    (outside the traced function), so a step without summaries gets no op from it."""
+    step = HOST_STEP if tf.summary.experimental.get_step() is None else None
+    manager = _writer().as_default(step=step)
+    manager.__enter__()
     try:
-        yield recorded
+        yield
     finally:
-        for module in modules:
-            module.write = original
-        writer_class.as_default = original_as_default
+        with tf.init_scope():
+            manager.__exit__(None, None, None)
+
+
+class _HostWrites:
+    """Writes one traced step's summaries from its transfers (``summary_parts.Split``)."""
+
+    def __init__(self, cut):
+        self.cut = cut
+        self._function = None
+
+    def write(self, transfers):
+        if self._function is None:
+            self._function = self.cut.host_function()
+        results = self._function(*transfers)
+        written = [_write(w, results) for w in self.cut.writes]
+        flushed = {id(w.writer): w.writer for w in self.cut.writes if w.flushed}
+        if flushed:
+            with tf.control_dependencies([w for w in written if w is not None]):
+                written += [tf.raw_ops.FlushSummaryWriter(writer=h) for h in flushed.values()]
+        return written
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultPair:
+    """Two of a step's extra program results, which the host reads to write the step's
+    summaries (the runner hands them over in pairs; ``pairs`` makes them)."""
+
+    host: Any
+    index: int
+
+
+def pairs(cut):
+    """The ``ResultPair`` s of a ``summary_parts.Split``: its transfers, two at a time."""
+    host = _HostWrites(cut)
+    return tuple(ResultPair(host, i) for i in range(len(cut.transfers) // 2))
 
 
 def write(recorded, values):
-    """Write ``recorded`` summaries with ``values`` (value, step per summary) now."""
-    ops = []
-    for summary, (value, step) in zip(recorded, values):
-        context = summary.writer.as_default() if summary.writer is not None else \
-            contextlib.nullcontext()
-        with context:  # a writer the step entered: made default, and flushed on exit
-            ops.append(tf.summary.write(summary.tag, value,
-                                        step=None if summary.step is None else step,
-                                        metadata=summary.metadata))
-    return ops
+    """Write the summaries of a step whose extra results, as ``recorded`` (its
+    ``ResultPair`` s) names them, are ``values`` (one pair each); returns the ops."""
+    if not recorded:
+        return []
+    host = recorded[0].host
+    flat = [v for pair in values for v in pair]
+    return host.write(flat[:len(host.cut.transfers)])
+
+
+def _write(w, results):
+    tag, value, metadata = results[w.tag], results[w.value], results[w.metadata]
+
+    def record():  # the step is a scalar when the cond recorded (empty when not)
+        step = None if w.host_step else tf.reshape(results[w.step], [])
+        if w.writer is None:  # the writer default where the step runs
+            return tf.summary.write(tag, value, step=step, metadata=metadata)
+        at = step if step is not None else tf.summary.experimental.get_step()
+        if at is None:
+            raise ValueError(
+                "A tf.summary call in the step wrote to the summary writer the step made "
+                "default, with no step: none was passed, and no default step was set where "
+                "the step was traced or where it runs. Fix: pass step= to the summary "
+                "call, or enter the writer with writer.as_default(step=...).")
+        op = tf.raw_ops.WriteSummary(writer=w.writer, step=tf.cast(at, tf.int64),
+                                     tensor=value, tag=tag, summary_metadata=metadata)
+        with tf.control_dependencies([op]):
+            return tf.constant(True)
+
+    if w.flag is None:
+        return record()
+    return tf.cond(results[w.flag], record, lambda: tf.constant(False))

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
-from spatial_tf.emulator import errors, host_ops, summaries
+from spatial_tf.emulator import errors, host_ops, summaries, summary_graph
 from spatial_tf.emulator.handles import HandleVariable, is_variable
 from spatial_tf.spec.paths import flatten_with_paths
 
@@ -138,20 +138,20 @@ class Outline:
       signature: the ``CallSignature`` it was traced for.
       arg_specs: the tensor arguments, in program parameter order.
       captures: what follows them: ``tf.Variable`` s and constant ``np.ndarray`` s.
-      output_specs: the function's tensor outputs, then the summaries' values and steps.
-      summaries: the ``tf.summary`` calls the step made (``summaries.Recorded``); their
-        values and steps are the last ``2 * len(summaries)`` outputs.
+      output_specs: the function's tensor outputs, then the results the host reads to
+        write its summaries.
+      summaries: those results, in pairs (``summaries.ResultPair``): the last
+        ``2 * len(summaries)`` outputs; ``summaries.write`` writes the step's
+        ``tf.summary`` calls from them. Empty for a step without summaries.
       graph: the traced ``FuncGraph``; its ops keep the Python line that made them.
     """
 
-    def __init__(self, name, signature, concrete, captures, summaries=()):
+    def __init__(self, name, signature, concrete, captures, cut=None):
         self.name = name
         self.signature = signature
         self.arg_specs = signature.specs
-        self.summaries = summaries  # tf.summary calls, their values last among the outputs
+        self.summaries = summaries.pairs(cut) if cut is not None else ()
         self.structured_outputs = concrete.structured_outputs
-        if summaries:
-            self.structured_outputs = concrete.structured_outputs[0]
         for path, leaf in zip(leaf_paths(self.structured_outputs, "outputs"),
                               tf.nest.flatten(self.structured_outputs), strict=True):
             if tf.is_tensor(leaf) and not isinstance(leaf, tf.Tensor):
@@ -162,6 +162,8 @@ class Outline:
         self.captures = captures
         self.graph = concrete.graph  # each op with its Python traceback, for messages
         self.output_specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in concrete.outputs)
+        if cut is not None:
+            self.output_specs += tuple(cut.transfers)
 
     @property
     def variables(self):
@@ -198,8 +200,8 @@ class Traced(Outline):
       module: the ``HloModuleProto``; ``hlo``: the same, serialized.
     """
 
-    def __init__(self, name, signature, concrete, hlo, captures, summaries=()):
-        super().__init__(name, signature, concrete, captures, summaries)
+    def __init__(self, name, signature, concrete, hlo, captures, cut=None):
+        super().__init__(name, signature, concrete, captures, cut)
         self.hlo = hlo
         self.module = hlo_pb2.HloModuleProto.FromString(hlo)
         self._check_parameters()
@@ -253,9 +255,11 @@ _NUMPY_TYPES = {
 }
 
 
-def _captures(name, concrete):
-    by_handle = {id(v.handle): v for v in concrete.variables}
-    for t in concrete.captured_inputs:
+def _captures(name, captured, variables):
+    """The values behind the ``captured`` inputs of a traced step: ``variables`` (or
+    ``HandleVariable`` s for handles of others) and constants as NumPy arrays."""
+    by_handle = {id(v.handle): v for v in variables}
+    for t in captured:
         if t.dtype == tf.resource:
             var = by_handle.get(id(t))
             if var is None:
@@ -298,34 +302,32 @@ def outline(fn, args=(), kwargs=None, *, signature=None, context=None):
     (TensorSpec(shape=(None, 3), dtype=tf.float32, name=None),)
     """
     signature = signature or CallSignature(args, kwargs)
-    name, _, concrete, recorded = _graph(fn, signature, context)
-    return Outline(name, signature, concrete, tuple(_captures(name, concrete)),
-                   summaries=tuple(recorded))
+    name, _, concrete, cut = _graph(fn, signature, context)
+    captured = concrete.captured_inputs if cut is None else list(cut.captures.values())
+    return Outline(name, signature, concrete,
+                   tuple(_captures(name, captured, concrete.variables)), cut)
 
 
 def _graph(fn, signature, context):
     """``fn`` wrapped as the program's function and traced for ``signature``:
-    ``(name, jit_function, concrete_function, recorded_summaries)``."""
+    ``(name, jit_function, concrete_function, cut)``, where ``cut`` is the
+    ``summary_parts.Split`` of its ``tf.summary`` calls, None if it makes none."""
     name = function_name(fn)
     python_fn = getattr(fn, "python_function", fn)
-    recorded = []
 
     def step(*tensors):
         call_args, call_kwargs = signature.bind(tensors)
         with context() if context is not None else contextlib.nullcontext(), \
-                summaries.recording() as seen:
-            outputs = python_fn(*call_args, **call_kwargs)
-        recorded[:] = seen
-        if not seen:
-            return outputs
-        # the summaries' values and steps become results of the program (written later)
-        zero = tf.zeros([], tf.int64)
-        return outputs, tuple((s.value, zero if s.step is None else s.step) for s in seen)
+                summaries.default_writer():
+            return python_fn(*call_args, **call_kwargs)
 
     step.__name__ = getattr(python_fn, "__name__", "step").replace("<", "").replace(">", "")
     jit = tf.function(step, jit_compile=True)
     concrete = jit.get_concrete_function(*signature.specs)
-    return name, jit, concrete, recorded
+    cut = summary_graph.split(concrete.graph, concrete.outputs,
+                              summaries.tracing_writer_handle, summaries.HOST_STEP,
+                              arguments=len(signature.specs), name=name)
+    return name, jit, concrete, cut
 
 
 def trace(fn, args=(), kwargs=None, *, signature=None, context=None):
@@ -336,7 +338,9 @@ def trace(fn, args=(), kwargs=None, *, signature=None, context=None):
     the outer graph. Shapes must be fully known (``outline`` takes unknown sizes).
     ``signature`` (a ``CallSignature`` of the same call) saves splitting the arguments
     again. ``context``, if given, is called inside the traced function and its result
-    entered around ``fn`` (the emulator's replica context).
+    entered around ``fn`` (the emulator's replica context). ``tf.summary`` calls in
+    ``fn`` are cut out of the program and their inputs returned after its outputs
+    (``summaries``).
 
     Raises:
       ValueError: a tensor argument has an unknown size.
@@ -353,16 +357,20 @@ def trace(fn, args=(), kwargs=None, *, signature=None, context=None):
                 f"(dataset.batch(n, drop_remainder=True), set_shape()), or call the step "
                 f"through strategy.run, which compiles it for each size it meets."
             )
-    name, jit, concrete, recorded = _graph(fn, signature, context)
-    captures = tuple(_captures(name, concrete))
+    name, jit, concrete, cut = _graph(fn, signature, context)
+    program = jit
+    if cut is not None:  # the step without its summary ops, which XLA cannot compile
+        program = cut.program(len(signature.specs))
+    captured = program.get_concrete_function(*signature.specs).captured_inputs
+    captures = tuple(_captures(name, captured, concrete.variables))
     try:
-        hlo = jit.experimental_get_compiler_ir(*signature.specs)(stage="hlo_serialized")
+        hlo = program.experimental_get_compiler_ir(*signature.specs)(stage="hlo_serialized")
     except (ValueError, tf.errors.OpError) as e:
         explained = errors.from_tensorflow_error(name, e)
         if explained is None:
             raise
         raise host_ops.explain(explained, concrete.graph) from e
-    traced = Traced(name, signature, concrete, hlo, captures, summaries=tuple(recorded))
+    traced = Traced(name, signature, concrete, hlo, captures, cut)
     dynamic = errors.dynamic_shape_error(name, traced.module)
     if dynamic is not None:
         raise dynamic

@@ -1,10 +1,17 @@
-"""tf.summary calls in a step are written on the host with replica 0's values, as on TPU."""
+"""tf.summary calls in a step are written on the host with replica 0's values, as on TPU.
+
+The reference is TensorFlow itself: the same calls in a plain ``tf.function`` write the
+events each case compares with (tags, steps and values read back from the event files).
+"""
 import glob
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import spatial_tf
+from spatial_tf.emulator.errors import CompileError
+from spatial_tf.emulator.trace import trace
 
 
 def _events(logdir):
@@ -14,6 +21,99 @@ def _events(logdir):
             for value in event.summary.value:
                 found.append((event.step, value.tag, tf.make_ndarray(value.tensor)))
     return found
+
+
+def _tensorflow_events(step_fn, args, logdir, step=None):
+    """The events ``step_fn`` writes when TensorFlow runs it as a plain tf.function."""
+    writer = tf.summary.create_file_writer(str(logdir))
+    with writer.as_default(step=step):
+        tf.function(step_fn)(*args)
+    writer.flush()
+    return _events(logdir)
+
+
+def _same_events(got, want):
+    assert [(s, tag) for s, tag, _ in got] == [(s, tag) for s, tag, _ in want]
+    for (_, tag, a), (_, _, b) in zip(got, want):
+        if a.dtype == object:  # encoded images, text
+            assert a.tolist() == b.tolist(), tag
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-6, err_msg=tag)
+
+
+def _every_kind(x):
+    x = spatial_tf.split(x, [1, 2])
+    tf.summary.scalar("sum", tf.reduce_sum(x), step=3)
+    tf.summary.histogram("values", x, step=4)
+    tf.summary.image("picture", tf.reshape(x, [1, 2, 4, 1]) / 16.0, step=5)
+    tf.summary.text("note", "in the step", step=6)
+    return tf.reduce_sum(x)
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("outer_function", [False, True], ids=["eager", "tf_function"])
+def test_scalar_histogram_image_and_text_match_tensorflow(emulators, tmp_path, replicas,
+                                                          outer_function):
+    emulator = emulators(2, replicas)
+    replica0 = tf.reshape(tf.range(8, dtype=tf.float32), [2, 4])
+    values = emulator.experimental_distribute_values_from_function(
+        lambda c: replica0 + 100.0 * tf.cast(c.replica_id_in_sync_group, tf.float32))
+    writer = tf.summary.create_file_writer(str(tmp_path / "emulated"))
+    run = lambda v: emulator.run(_every_kind, args=(v,))  # noqa: E731
+    with writer.as_default():
+        (tf.function(run) if outer_function else run)(values)
+    writer.flush()
+    _same_events(_events(tmp_path / "emulated"),
+                 _tensorflow_events(_every_kind, (replica0,), tmp_path / "tensorflow"))
+
+
+def test_record_if_with_conditions_known_while_tracing_and_at_run_time(emulators, tmp_path):
+    def step(x):
+        total = tf.reduce_sum(x)
+        with tf.summary.record_if(False):
+            tf.summary.scalar("never", total, step=1)
+        with tf.summary.record_if(True):
+            tf.summary.scalar("always", total, step=1)
+        with tf.summary.record_if(total > 10.0):  # decided when the step runs
+            tf.summary.scalar("when_large", total, step=1)
+        return total
+
+    emulator = emulators(2, 2)
+    writer = tf.summary.create_file_writer(str(tmp_path / "emulated"))
+    with writer.as_default():
+        for scale in (1.0, 4.0):  # sums 8 and 32
+            emulator.run(step, args=(tf.fill([2, 4], scale),))
+    writer.flush()
+    want = []
+    for scale in (1.0, 4.0):
+        want += _tensorflow_events(step, (tf.fill([2, 4], scale),), tmp_path / f"tf{scale}")
+    _same_events(_events(tmp_path / "emulated"), sorted(want, key=lambda e: e[0]))
+    assert [t for _, t, _ in want] == ["always", "always", "when_large"]
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_writer_entered_in_the_step_and_the_one_default_at_run(emulators, tmp_path, replicas):
+    inside = tf.summary.create_file_writer(str(tmp_path / "inside"))
+    around = tf.summary.create_file_writer(str(tmp_path / "around"))
+    with emulators(2, replicas).scope():
+        counter = tf.Variable(0, dtype=tf.int64)
+
+    def step(x):
+        tf.summary.scalar("default", tf.reduce_sum(x), step=counter)
+        with inside.as_default(step=counter):  # read here, before the increment
+            tf.summary.scalar("entered", tf.reduce_max(x))
+        counter.assign_add(1)
+        return x
+
+    with around.as_default():
+        for _ in range(2):
+            emulators(2, replicas).run(step, args=(tf.ones([2, 4]),))
+    around.flush()
+    assert [(s, t, float(v)) for s, t, v in _events(tmp_path / "around")] == \
+        [(0, "default", 8.0), (1, "default", 8.0)]
+    # written and flushed by the step's own `with`: no flush needed here
+    assert [(s, t, float(v)) for s, t, v in _events(tmp_path / "inside")] == \
+        [(0, "entered", 1.0), (1, "entered", 1.0)]
 
 
 def test_summaries_in_a_step_are_written_eagerly_and_in_a_graph(emulators, tmp_path):
@@ -55,3 +155,113 @@ def test_without_a_default_writer_nothing_is_written_and_the_step_runs(emulators
 
     assert emulators(2).run(step, args=(tf.ones([2]),)).numpy().tolist() == [2.0, 2.0]
     assert not list(tmp_path.iterdir())
+
+
+def test_a_step_traced_again_for_a_new_shape_writes_from_each_program(emulators, tmp_path):
+    def step(x):
+        tf.summary.scalar("size", tf.cast(tf.size(x), tf.float32), step=tf.shape(x, tf.int64)[0])
+        return x
+
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    with writer.as_default():
+        for rows in (2, 4, 2):
+            emulators(2).run(step, args=(tf.ones([rows, 4]),))
+    writer.flush()
+    assert [(s, float(v)) for s, _, v in _events(tmp_path)] == \
+        [(2, 8.0), (4, 16.0), (2, 8.0)]
+
+
+def test_without_a_step_the_default_step_where_the_step_runs_is_used(emulators, tmp_path):
+    emulator = emulators(2)
+
+    def step(x):
+        tf.summary.scalar("loss", tf.reduce_sum(x))
+        return x
+
+    emulator.compile(step, args=(tf.ones([2]),))  # traced where no default step is set
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    for step_number in (5, 6):
+        with writer.as_default(step=step_number):
+            emulator.run(step, args=(tf.ones([2]),))
+    writer.flush()
+    assert [s for s, _, _ in _events(tmp_path)] == [5, 6]
+
+
+def test_a_step_without_summaries_gets_no_extra_results():
+    def step(x):
+        return tf.reduce_sum(x * 2.0)
+
+    traced = trace(step, (tf.ones([4]),), {})
+    assert traced.summaries == () and len(traced.output_specs) == 1
+    assert len(traced.result_shapes) == 1
+    assert not any(op.type.startswith(("WriteSummary", "Flush")) for op in
+                   traced.graph.get_operations())
+
+
+def test_the_traced_program_holds_no_summary_op_and_returns_their_inputs():
+    def step(x):
+        tf.summary.scalar("loss", tf.reduce_sum(x), step=2)
+        return x * 2.0
+
+    traced = trace(step, (tf.ones([4]),), {})
+    assert "WriteSummary" in {op.type for op in traced.graph.get_operations()}
+    assert len(traced.output_specs) == 3 and len(traced.summaries) == 1  # value, step
+    assert "WriteSummary" not in traced.module.SerializeToString().decode("latin-1")
+
+
+def test_nothing_in_tensorflow_is_rebound_while_a_step_is_traced(emulators):
+    writer_class = type(tf.summary.create_file_writer("ram://spatial_tf_tests/rebinding"))
+
+    def bound():
+        return (tf.summary.write, tf.compat.v2.summary.write, tf.summary.scalar,
+                tf.summary.SummaryWriter.as_default, writer_class.as_default)
+
+    before, during = bound(), []
+
+    def step(x):
+        during.append(bound())
+        tf.summary.scalar("loss", tf.reduce_sum(x), step=1)
+        return x
+
+    emulators(2).run(step, args=(tf.ones([2]),))
+    assert during and all(a is b for a, b in zip(during[0], before))
+    assert all(a is b for a, b in zip(bound(), before))
+
+
+def test_a_writer_entered_in_the_step_without_any_step_is_refused_when_writing(
+        emulators, tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path))
+
+    def step(x):
+        with writer.as_default():
+            tf.summary.scalar("loss", tf.reduce_sum(x))
+        return x
+
+    with pytest.raises(ValueError, match=r"made default, with no step.*Fix: pass step="):
+        emulators(2).run(step, args=(tf.ones([2]),))
+
+
+def test_a_writer_entered_in_the_step_with_nothing_recorded_only_runs_the_step(
+        emulators, tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path))
+
+    def step(x):
+        with writer.as_default(step=1), tf.summary.record_if(False):
+            tf.summary.scalar("skipped", tf.reduce_sum(x))  # no op; the flush remains
+        return x * 3.0
+
+    traced = trace(step, (tf.ones([2]),), {})
+    assert traced.summaries == () and len(traced.output_specs) == 1
+    assert emulators(2).run(step, args=(tf.ones([2]),)).numpy().tolist() == [3.0, 3.0]
+
+
+def test_summaries_inside_a_loop_are_refused_with_the_fix(emulators):
+    def step(x):
+        def body(i, total):
+            tf.summary.scalar("inside", total, step=tf.cast(i, tf.int64))
+            return i + 1, total + tf.reduce_sum(x)
+        return tf.while_loop(lambda i, _: i < 3, body, [0, 0.0])[1]
+
+    with pytest.raises(CompileError, match=r"holds a tf.summary call inside a loop.*"
+                                           r"Fix: call tf.summary.\* at the top level"):
+        emulators(2).run(step, args=(tf.ones([2]),))
