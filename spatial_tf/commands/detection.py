@@ -185,7 +185,7 @@ def run_train(args):
     print(f"{prog}: retinanet {args.image_size}x{args.image_size}, {args.classes} classes on "
           f"{strategy!r}, spec {spec}, to step {args.steps} in {args.model_dir}", flush=True)
     return train_until_signal(
-        prog, args, strategy, model, optimizer, distributed_dataset,
+        args, strategy, model, optimizer, distributed_dataset,
         lambda last: f"loss {last['loss']:.4f} (class {last['class_loss']:.4f}, "
                      f"box {last['box_loss']:.4f})", step_fn=step_fn)
 

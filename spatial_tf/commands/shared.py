@@ -22,7 +22,7 @@ def default_spec(cores):
     return spec
 
 
-def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, *, spec=None,
+def train_until_signal(args, strategy, model, optimizer, dist, describe, *, spec=None,
                        step_fn=None):
     """``spatial_tf.train.train`` to ``--steps`` with the command's options; SIGTERM and
     Ctrl-C save a checkpoint of the finished step. Prints the last step
@@ -47,8 +47,9 @@ def train_until_signal(prog, args, strategy, model, optimizer, dist, describe, *
         for s, h in previous.items():
             signal.signal(s, h)
     if last.get("stopped"):
-        print(f"{prog}: stopped by signal {stop['signal']} at step {last['step']}; checkpoint "
-              f"saved, run the same command to resume", file=sys.stderr, flush=True)
+        print(f"python -m spatial_tf train: stopped by signal {stop['signal']} at step "
+              f"{last['step']}; checkpoint saved, run the same command to resume",
+              file=sys.stderr, flush=True)
         return 130
     if "loss" in last:
         print(f"step {last['step']}: {describe(last)}")

@@ -261,7 +261,7 @@ def run(args):
         volumes.write_record(args.model_dir, record)
     _say_what(prog, args, strategy, spec, sizes, shape)
     return train_until_signal(
-        prog, args, strategy, model, optimizer, distributed_dataset,
+        args, strategy, model, optimizer, distributed_dataset,
         lambda last: f"loss {last['loss']:.4f}, mean Dice {last['dice']:.3f}", spec=spec)
 
 
