@@ -36,6 +36,7 @@ _INSTRUCTION = re.compile(
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
 _CALLS = re.compile(r"calls=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
+_OPERAND = re.compile(r"%([\w.\-]+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,18 +145,28 @@ def _async_called(lines):
 def collectives(hlo_text):
     """Every collective instruction in ``hlo_text``, in program order.
 
-    Async pairs count once, at their ``*-start``, with the size of the result:
+    Async pairs count once, at their ``*-start``, with the size of the result. A
+    collective XLA's partitioner made without metadata takes the ``op_name`` of its first
+    operand that has one (e.g. the optimizer update whose result it gathers):
 
     >>> line = '%cp = (f32[4,8]{1,0}, f32[4,8]{1,0}, u32[], u32[]) collective-permute-start(%x)'
     >>> [(c.kind, c.bytes) for c in collectives(line)]
     [('collective-permute', 128)]
+    >>> text = ('%m = f32[2,8]{1,0} multiply(%a, %b), metadata={op_name="sgd/mul"}\\n'
+    ...         '%g = f32[4,8]{1,0} all-gather(%m), dimensions={0}')
+    >>> [c.op_name for c in collectives(text)]
+    ['sgd/mul']
     """
     lines = hlo_text.splitlines()
     wrapped = _async_called(lines) if "async-start(" in hlo_text else {}
-    found, current = [], None
+    found, current, named = [], None, {}
     for line in lines:
         current = _header(line) or current
         m = _INSTRUCTION.match(line)
+        if m:
+            own = _OP_NAME.search(line)
+            if own:
+                named[m.group("name")] = own.group(1)
         if not m or current in wrapped:  # a wrapped collective counts at its async-start
             continue
         op = m.group("op")
@@ -171,9 +182,15 @@ def collectives(hlo_text):
             shape = _start_result(op, _strip_layout(m.group("shape")))
         else:
             continue
-        op_name = _OP_NAME.search(line)
-        found.append(
-            Collective(kind, m.group("name"), shape, shape_bytes(shape),
-                       op_name.group(1) if op_name else "")
-        )
+        found.append(Collective(kind, m.group("name"), shape, shape_bytes(shape),
+                                _op_name(line, m, named)))
     return found
+
+
+def _op_name(line, match, named):
+    """The instruction's own ``op_name``, else its first named operand's, else ""."""
+    own = _OP_NAME.search(line)
+    if own:
+        return own.group(1)
+    operands = line[match.end():].split("),")[0]
+    return next((named[o] for o in _OPERAND.findall(operands) if o in named), "")

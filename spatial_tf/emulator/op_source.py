@@ -118,7 +118,7 @@ def _library_paths():
     paths = [sysconfig.get_paths()["stdlib"] + os.sep, os.path.join(package, "emulator", "")]
     paths += [os.path.join(package, f) for f in
               ("annotate.py", "layers.py", "halo_conv.py", "partition_friendly.py")]
-    for name in ("tensorflow", "keras", "tf_keras", "absl"):
+    for name in ("tensorflow", "keras", "tf_keras", "keras_hub", "absl"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             paths += [os.path.join(p, "") for p in spec.submodule_search_locations]

@@ -116,9 +116,12 @@ def explain(kind: str, source, num_cores: int, op_name: str = "",
 
 def is_kernel_piece(shape: Sequence[int], kernel: Sequence[int], num_cores: int) -> bool:
     """Whether a gathered ``shape`` is ``kernel`` tiled over the cores: the same channel
-    axes, each window axis at least the kernel's and padded by less than ``num_cores``.
+    axes, each window axis padded by less than ``num_cores`` (XLA gathers one axis at a
+    time, so an axis may still hold a piece, smaller than the kernel's).
 
     >>> is_kernel_piece([4, 3, 256, 256], [3, 3, 256, 256], 4)
+    True
+    >>> is_kernel_piece([2, 4, 256, 256], [3, 3, 256, 256], 4)   # the first axis gathered
     True
     >>> is_kernel_piece([2, 64, 64, 256], [3, 3, 256, 256], 4)
     False
@@ -126,7 +129,7 @@ def is_kernel_piece(shape: Sequence[int], kernel: Sequence[int], num_cores: int)
     shape, kernel = list(shape), list(kernel)
     if not kernel or len(shape) != len(kernel) or shape[-2:] != kernel[-2:]:
         return False
-    return all(k <= s < k + num_cores for s, k in zip(shape[:-2], kernel[:-2]))
+    return all(1 <= s < k + num_cores for s, k in zip(shape[:-2], kernel[:-2]))
 
 
 def _convolution_kind(op) -> Optional[str]:

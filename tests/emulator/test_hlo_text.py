@@ -102,3 +102,15 @@ def test_tuple_elements_and_shape_bytes():
     assert tuple_elements("((f32[8], s8[2]), f32[4,2], u32[])") == [
         "(f32[8], s8[2])", "f32[4,2]", "u32[]"]
     assert shape_bytes("(pred[8], bf16[2,2], s64[3], f32[])") == 8 + 8 + 24 + 4
+
+
+def test_a_collective_without_metadata_is_named_after_its_operand():
+    text = "\n".join([
+        '%p = f32[2,8]{1,0} parameter(0)',
+        '%m = f32[2,8]{1,0} multiply(%p, %p), metadata={op_type="Mul" op_name="sgd/mul"}',
+        '%g = f32[4,8]{1,0} all-gather(%m), dimensions={0}',              # from its operand
+        '%h = f32[4,8]{1,0} all-gather(%p), dimensions={0}',              # no named operand
+        '%k = f32[4,8]{1,0} all-gather(%m), dimensions={0}, metadata={op_name="own/name"}',
+    ])
+    assert [(c.name, c.op_name) for c in collectives(text)] == [
+        ("g", "sgd/mul"), ("h", ""), ("k", "own/name")]

@@ -225,6 +225,9 @@ def test_a_kernel_tiled_by_xla_is_named_as_such_and_whole_gradients_end_it(emula
     ([4, 3, 128, 256], [3, 3, 256, 256], 4, False),    # other channels
     ([2, 64, 64, 256], [3, 3, 256, 256], 4, False),    # an activation
     ([4, 3, 3, 8, 8], [3, 3, 3, 8, 8], 2, True),       # a 3D kernel, 3 padded to 4 for 2 cores
+    ([2, 4, 256, 256], [3, 3, 256, 256], 4, True),     # gathered on axis 1 only, a piece on 0
+    ([1, 2, 256, 256], [3, 3, 256, 256], 4, True),     # a piece on both window axes
+    ([0, 3, 256, 256], [3, 3, 256, 256], 4, False),    # an empty axis
     ([4, 3, 256, 256], [], 4, False),
 ])
 def test_is_kernel_piece(shape, kernel, cores, expected):
