@@ -106,6 +106,7 @@ def _pack(traced, per_replica_outputs):
 
 def _run_now(emulator, step, signatures, distributed):
     traced = step.traced
+    summaries.check_steps(traced.summaries)
     captures = traced.capture_values()
     per_replica_args = [[_numpy(t) for t in s.tensors] for s in signatures]
     outputs, updates = _execute(emulator, step, per_replica_args, captures, distributed)
@@ -120,6 +121,7 @@ def _run_now(emulator, step, signatures, distributed):
 
 def _run_in_graph(emulator, step, signatures, distributed):
     traced = step.traced
+    summaries.check_steps(traced.summaries)
     written = traced.written_variables
     num_replicas = len(signatures)
     num_args = len(traced.arg_specs)

@@ -120,6 +120,19 @@ def write(recorded, values):
     return host.write(flat[:len(host.cut.transfers)])
 
 
+def check_steps(recorded) -> None:
+    """Before a step runs: ``ValueError`` when one of its summaries (``recorded``, its
+    ``ResultPair`` s) will need a default step that is not set, so that the step is not
+    run, and its variables not updated, for a write that must fail."""
+    if recorded and tf.summary.experimental.get_step() is None and any(
+            w.writer is not None and w.host_step for w in recorded[0].host.cut.writes):
+        raise ValueError(
+            "A tf.summary call in the step wrote to the summary writer the step made "
+            "default, with no step: none was passed, and no default step was set where "
+            "the step was traced or where it runs. Fix: pass step= to the summary "
+            "call, or enter the writer with writer.as_default(step=...).")
+
+
 def _write(w, results):
     tag, value, metadata = results[w.tag], results[w.value], results[w.metadata]
 
@@ -128,12 +141,12 @@ def _write(w, results):
         if w.writer is None:  # the writer default where the step runs
             return tf.summary.write(tag, value, step=step, metadata=metadata)
         at = step if step is not None else tf.summary.experimental.get_step()
-        if at is None:
+        if at is None:  # check_steps refuses this before the step runs
             raise ValueError(
                 "A tf.summary call in the step wrote to the summary writer the step made "
-                "default, with no step: none was passed, and no default step was set where "
-                "the step was traced or where it runs. Fix: pass step= to the summary "
-                "call, or enter the writer with writer.as_default(step=...).")
+                "default, with no step: none was passed, and no default step was set "
+                "where the step was traced or where it runs. Fix: pass step= to the "
+                "summary call, or enter the writer with writer.as_default(step=...).")
         op = tf.raw_ops.WriteSummary(writer=w.writer, step=tf.cast(at, tf.int64),
                                      tensor=value, tag=tag, summary_metadata=metadata)
         with tf.control_dependencies([op]):

@@ -228,17 +228,28 @@ def test_nothing_in_tensorflow_is_rebound_while_a_step_is_traced(emulators):
     assert all(a is b for a, b in zip(bound(), before))
 
 
-def test_a_writer_entered_in_the_step_without_any_step_is_refused_when_writing(
+def test_a_writer_entered_in_the_step_without_any_step_is_refused_before_it_runs(
         emulators, tmp_path):
     writer = tf.summary.create_file_writer(str(tmp_path))
+    emulator = emulators(2)
+    with emulator.scope():
+        total = tf.Variable(0.0)
 
     def step(x):
+        total.assign_add(tf.reduce_sum(x))
         with writer.as_default():
             tf.summary.scalar("loss", tf.reduce_sum(x))
         return x
 
     with pytest.raises(ValueError, match=r"made default, with no step.*Fix: pass step="):
-        emulators(2).run(step, args=(tf.ones([2]),))
+        emulator.run(step, args=(tf.ones([2]),))
+    assert float(total.numpy()) == 0.0   # refused before the step ran: nothing updated
+    tf.summary.experimental.set_step(4)
+    try:
+        emulator.run(step, args=(tf.ones([2]),))   # a default step set where it runs
+    finally:
+        tf.summary.experimental.set_step(None)
+    assert float(total.numpy()) > 0.0   # ran: updated
 
 
 def test_a_writer_entered_in_the_step_with_nothing_recorded_only_runs_the_step(
