@@ -62,7 +62,8 @@ def train(strategy, model, optimizer, dataset, *, steps: int, model_dir, spec=No
     """
     options = fold_keywords("train", deprecated, {"options": (TrainOptions, options)})["options"]
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"train: steps is {steps!r}; expected a positive int.")
+        raise ValueError(f"train: steps is {steps!r}; expected a positive int, the global step "
+                         f"to stop at. Fix: e.g. steps=1000.")
     if not getattr(optimizer, "built", True):  # its slots must exist before restore and
         with strategy.scope():                 # be made in the strategy's scope, not in a step
             optimizer.build(model.trainable_variables)

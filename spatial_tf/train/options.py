@@ -50,7 +50,7 @@ class TrainOptions:
                                  f"({meaning}). Fix: {name}={default}, the default.")
         for name in ("loss_fn", "step_fn", "stop"):
             value = getattr(self, name)
-            if value is not None and not callable(value):
+            if (value is not None or name == "loss_fn") and not callable(value):
                 raise TypeError(f"TrainOptions: {name} is {value!r}, which is not callable; "
                                 f"expected a function. Fix: pass the function itself, not its "
                                 f"result (e.g. {name}=my_fn, not {name}=my_fn()).")

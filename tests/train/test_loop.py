@@ -105,6 +105,7 @@ def test_bad_steps(tmp_path):
     ("max_to_keep", True, ValueError, r"max_to_keep is True; expected a positive int"),
     ("max_to_keep", 1.5, ValueError, r"max_to_keep is 1.5; expected a positive int"),
     ("loss_fn", 3.0, TypeError, r"loss_fn is 3.0, which is not callable"),
+    ("loss_fn", None, TypeError, r"loss_fn is None, which is not callable"),
     ("step_fn", "step", TypeError, r"step_fn is 'step', which is not callable"),
     ("stop", False, TypeError, r"stop is False, which is not callable"),
     ("progress", 0, TypeError, r"progress is 0; expected True or False"),
