@@ -25,6 +25,8 @@ import numbers
 
 import tensorflow as tf
 
+from spatial_tf.checks import check_int
+
 __all__ = ["fit_shape", "pad_to_shape", "crop_or_pad", "split_multiples", "fit_examples"]
 
 
@@ -135,6 +137,11 @@ def crop_or_pad(image: Any, labels: Any, shape: Sequence[int],
     image = tf.slice(image, tf.concat([offsets, [0]], 0), tf.concat([extent, [-1]], 0))
     image.set_shape([None] * len(shape) + [channels])
     labels = tf.slice(labels, offsets, extent)
+    return _pad_example(image, labels, shape)
+
+
+def _pad_example(image, labels, shape):
+    """``(image, labels, mask)`` padded at the end of each axis up to ``shape``."""
     image, mask = pad_to_shape(image, shape)
     labels, _ = pad_to_shape(labels, shape, channel_axis=None)
     return image, labels, mask
@@ -154,11 +161,12 @@ def split_multiples(spec: Sequence[int], depth: int = 1) -> Tuple[int, ...]:
     >>> fit_shape((50, 59, 48), split_multiples([1, 2, 2, 1, 1], depth=3))
     (56, 64, 48)
     """
-    spec = _check_ints(spec, "spec", "split_multiples")
-    if len(spec) < 3:
+    if len(spec) < 3 or any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or c < 1
+                            for c in spec):
         raise ValueError(f"split_multiples: spec is {list(spec)}; expected the image's partition "
-                         f"dims [batch, *spatial, channels], e.g. [1, 2, 2, 2, 1].")
-    (depth,) = _check_ints([depth], "depth", "split_multiples")
+                         f"dims [batch, *spatial, channels], positive ints, e.g. "
+                         f"[1, 2, 2, 2, 1].")
+    check_int(depth, "depth", "depth=3", where="split_multiples")
     return tuple(count * 2 ** (depth - 1) for count in spec[1:-1])
 
 
@@ -172,7 +180,8 @@ def fit_examples(dataset: tf.data.Dataset, shape: Sequence[int], *, crop: bool =
     (``crop_or_pad``, seed ``(seed, i)`` for example ``i`` of the stream counted from
     ``first``, so a run resumed at example ``first`` crops as an uninterrupted one);
     ``crop=False`` fails there instead (for evaluation, where every voxel counts: pick
-    ``shape`` from the largest volume, ``fit_shape``).
+    ``shape`` from the largest volume, ``fit_shape``); ``seed`` and ``first`` are then
+    unused.
 
     Args:
       dataset: unbatched ``(image, labels)``: image ``(*spatial, channels)``, labels
@@ -202,8 +211,4 @@ def fit_examples(dataset: tf.data.Dataset, shape: Sequence[int], *, crop: bool =
                                seed=tf.stack([tf.constant(seed, tf.int64), index]))
         return dataset.enumerate(start=first).map(fit)
 
-    def pad(image, labels):
-        image, mask = pad_to_shape(image, shape)
-        labels, _ = pad_to_shape(labels, shape, channel_axis=None)
-        return image, labels, mask
-    return dataset.map(pad)
+    return dataset.map(lambda image, labels: _pad_example(image, labels, shape))

@@ -155,13 +155,18 @@ def test_split_multiples_is_split_count_times_the_poolings(spec, depth, expected
     assert split_multiples(spec, depth) == expected
 
 
-@pytest.mark.parametrize("spec, depth, message", [
-    ([1, 2], 1, r"split_multiples: spec is \[1, 2\]; expected the image's partition dims"),
-    ([1, 0, 2, 1], 1, r"split_multiples: spec is \(1, 0, 2, 1\); expected ints >= 1"),
-    ([1, 2, 2, 1], 0, r"split_multiples: depth is \(0,\); expected ints >= 1"),
+@pytest.mark.parametrize("spec, depth, error, message", [
+    ([1, 2], 1, ValueError, r"split_multiples: spec is \[1, 2\]; expected the image's "
+                            r"partition dims \[batch, \*spatial, channels\], positive ints"),
+    ([1, 0, 2, 1], 1, ValueError, r"split_multiples: spec is \[1, 0, 2, 1\]; expected"),
+    ([1, 2.0, 2, 1], 1, ValueError, r"split_multiples: spec is \[1, 2\.0, 2, 1\]; expected"),
+    ([1, 2, 2, 1], 0, ValueError, r"split_multiples: depth is 0; expected a positive int\. "
+                                  r"Fix: e\.g\. depth=3\."),
+    ([1, 2, 2, 1], 2.0, TypeError, r"split_multiples: depth is 2\.0 \(float\); expected a "
+                                   r"positive int"),
 ])
-def test_split_multiples_refuses_bad_input(spec, depth, message):
-    with pytest.raises(ValueError, match=message):
+def test_split_multiples_refuses_bad_input(spec, depth, error, message):
+    with pytest.raises(error, match=message):
         split_multiples(spec, depth)
 
 
