@@ -153,9 +153,10 @@ def check_order(inputs: Any, spec: Any, where: str) -> None:
     if _holds_tensors(inputs):
         return
     if _holds_tensors(spec) or (_spec_like(inputs) and not _spec_like(spec)):
+        second = "holds the inputs" if _holds_tensors(spec) else "is no spec"
         raise TypeError(
             f"spatial_tf.{where}(spec, inputs, ...): the first argument is a spec "
-            f"({_short(inputs)}) and the second holds the inputs; the order is "
+            f"({_short(inputs)}) and the second {second}; the order is "
             f"{where}(inputs, spec, ...), as split(inputs, spec). Fix: swap the first two "
             f"arguments."
         )

@@ -29,21 +29,25 @@ def test_inputs_first_does_not_warn():
         assert validate(np.zeros([4, 2]), np.array([2, 1]), 2) == Tile(2, 1)
 
 
-@pytest.mark.parametrize("spec, inputs, shown", [
-    ([2.0, 1], tf.zeros([4, 2]), "[2.0, 1]"),  # a tensor
-    ([2.0, 1], tf.Variable(tf.zeros([4, 2])), "[2.0, 1]"),  # a variable
-    ([2.0, 1], tf.TensorSpec([4, 2]), "[2.0, 1]"),  # a type spec
-    ([2.0, 1], np.zeros([4, 2]), "[2.0, 1]"),  # an array that is no spec
+HOLDS = "holds the inputs"
+
+
+@pytest.mark.parametrize("spec, inputs, shown, second", [
+    ([2.0, 1], tf.zeros([4, 2]), "[2.0, 1]", HOLDS),  # a tensor
+    ([2.0, 1], tf.Variable(tf.zeros([4, 2])), "[2.0, 1]", HOLDS),  # a variable
+    ([2.0, 1], tf.TensorSpec([4, 2]), "[2.0, 1]", HOLDS),  # a type spec
+    ([2.0, 1], np.zeros([4, 2]), "[2.0, 1]", HOLDS),  # an array that is no spec
     # one tensor among other inputs is enough
-    ({"a": [2.0], "b": None}, {"a": tf.zeros([4]), "b": 3}, "{'a': [2.0], 'b': None}"),
+    ({"a": [2.0], "b": None}, {"a": tf.zeros([4]), "b": 3}, "{'a': [2.0], 'b': None}", HOLDS),
     # neither holds tensors, but only the first looks like a spec
-    ([1, 4], [[0.5, 1.5]], "[1, 4]"),
+    ([1, 4], [[0.5, 1.5]], "[1, 4]", "is no spec"),
 ])
-def test_spec_first_is_recognised_even_with_a_bad_spec(spec, inputs, shown):
+def test_spec_first_is_recognised_even_with_a_bad_spec(spec, inputs, shown, second):
     # The inputs are recognised by their tensors even though the spec is not a valid one,
     # so the error is about the order, not about the spec's float.
     with pytest.raises(TypeError, match=r"^spatial_tf\.validate\(spec, inputs, \.\.\.\): the first "
-                       rf"argument is a spec \({re.escape(shown)}\) and the second holds the inputs"):
+                       rf"argument is a spec \({re.escape(shown)}\) and the second {second}; "
+                       r"the order is validate\(inputs, spec, \.\.\.\)"):
         validate(spec, inputs, 2)
 
 
