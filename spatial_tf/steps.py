@@ -87,7 +87,15 @@ def split_segmentation_batch(batch: tuple, spec: Optional[Any]) -> tuple:
 def takes_mask(model: Any) -> bool:
     """True for a Keras model with a second input named ``mask`` (``(batch, *spatial)``,
     1 on real voxels), as ``unet`` builds with ``UNetOptions(masked_batch_norm=True)``:
-    it leaves the padding out of its batch-norm statistics."""
+    it leaves the padding out of its batch-norm statistics.
+
+    >>> from spatial_tf.models import UNetOptions, unet
+    >>> masked = unet((8, 8, 1), 2, 2, 2, options=UNetOptions(masked_batch_norm=True))
+    >>> takes_mask(masked), takes_mask(unet((8, 8, 1), 2, 2, 2))
+    (True, False)
+    >>> run_model(masked, tf.ones([1, 8, 8, 1]), None, training=False).shape
+    TensorShape([1, 8, 8, 2])
+    """
     inputs = getattr(model, "inputs", None) or []
     return len(inputs) == 2 and inputs[1].name.split(":")[0].split("/")[-1] == "mask"
 
@@ -95,7 +103,7 @@ def takes_mask(model: Any) -> bool:
 def run_model(model: Any, image: tf.Tensor, mask: Optional[tf.Tensor], *,
               training: bool) -> tf.Tensor:
     """``model(image)``, or ``model([image, mask])`` for a model that ``takes_mask`` (a
-    mask of ones when ``mask`` is None: every voxel real)."""
+    mask of ones when ``mask`` is None: every voxel real); see ``takes_mask``."""
     if not takes_mask(model):
         return model(image, training=training)
     if mask is None:

@@ -65,7 +65,7 @@ PRESETS = {"model_garden": {"depth": 4, "base_filters": 32}}
 DTypePolicy = Optional[Union[str, keras.DTypePolicy]]
 
 # unet's options (UNetOptions' fields) that the presets fix
-_UNET_ONLY = ("padding", "downsample", "conv")
+_UNET_ONLY = ("padding", "downsample", "conv", "masked_batch_norm")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ import tensorflow as tf
 from spatial_tf.planning import candidates as candidates_lib
 from spatial_tf.planning.budgets import Budget, parse_budget
 from spatial_tf.planning.compile import compile_candidate
-from spatial_tf.steps import make_gradient_step, segmentation_losses
+from spatial_tf.steps import make_gradient_step, run_model, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
 from spatial_tf.planning.options import PlanOptions, Training, check_memory, from_keywords
@@ -252,7 +252,7 @@ def _model_step(model, loss, optimizer):
     else:
         loss = keras.losses.get(loss) if isinstance(loss, str) else loss
         step = make_gradient_step(model, optimizer, lambda batch: {
-            "loss": loss(batch[1], model(batch[0], training=True))})
+            "loss": loss(batch[1], run_model(model, batch[0], None, training=True))})
 
     def train_step(image, labels):
         return step((image, labels))["loss"]

@@ -210,7 +210,8 @@ def test_a_keyword_of_earlier_releases_joins_the_options_given():
 def test_an_unknown_keyword_is_a_type_error(call, name):
     with pytest.raises(TypeError, match=(
             rf"^{name}: unexpected keyword argument\(s\) \w+; expected those of UNetOptions "
-            rf"\(batch_norm, conv, downsample, norm_momentum, padding\)\. Fix: "
+            rf"\(batch_norm, conv, downsample, masked_batch_norm, norm_momentum, padding\)\. "
+            rf"Fix: "
             rf"{name}\(\.\.\., options=UNetOptions\(\.\.\.\)\)\.$")):
         call()
 
