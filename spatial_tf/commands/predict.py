@@ -224,10 +224,12 @@ def _auto_tile(record, shape, cores, budget):
         training=planning.Training(model_fn=model_fn))
     edge, best = result.largest_edge(multiple=step)
     if best is None or edge < step:
+        found = "none" if best is None else f"edge {edge}"
         raise ValueError(f"argument --tile: auto found no tile of this model that fits "
-                         f"{budget} on {cores} core(s) (the fixed part alone does not fit); "
-                         f"expected a budget larger than its weights and their optimizer "
-                         f"state. Fix: more --cores, a larger --budget, or --tile D,H,W")
+                         f"{budget} on {cores} core(s) (largest cube: {found}; the split and "
+                         f"the poolings need multiples of {step}); expected a budget larger "
+                         f"than its weights and their optimizer state. Fix: more --cores, a "
+                         f"larger --budget, or --tile D,H,W")
     tile = tuple(min(edge, s) for s in shape)
     return None if tile == tuple(shape) else tile
 

@@ -163,10 +163,9 @@ def collectives(hlo_text):
     for line in lines:
         current = _header(line) or current
         m = _INSTRUCTION.match(line)
-        if m:
-            own = _OP_NAME.search(line)
-            if own:
-                named[m.group("name")] = own.group(1)
+        own = _OP_NAME.search(line) if m else None
+        if own:
+            named[m.group("name")] = own.group(1)
         if not m or current in wrapped:  # a wrapped collective counts at its async-start
             continue
         op = m.group("op")
@@ -183,14 +182,11 @@ def collectives(hlo_text):
         else:
             continue
         found.append(Collective(kind, m.group("name"), shape, shape_bytes(shape),
-                                _op_name(line, m, named)))
+                                own.group(1) if own else _operand_name(line, m, named)))
     return found
 
 
-def _op_name(line, match, named):
-    """The instruction's own ``op_name``, else its first named operand's, else ""."""
-    own = _OP_NAME.search(line)
-    if own:
-        return own.group(1)
+def _operand_name(line, match, named):
+    """The ``op_name`` of the instruction's first operand that has one, else ""."""
     operands = line[match.end():].split("),")[0]
     return next((named[o] for o in _OPERAND.findall(operands) if o in named), "")
