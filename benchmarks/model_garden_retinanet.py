@@ -100,7 +100,6 @@ def spatial_retinanet_task():
         return _SPATIAL_TASK[0]
     from typing import List
 
-    import tensorflow as tf
     from official.core import task_factory
     from official.vision.configs import retinanet as retinanet_config
     from official.vision.tasks import retinanet as retinanet_task
@@ -116,25 +115,28 @@ def spatial_retinanet_task():
         (official/vision/tasks/semantic_segmentation.py's train and validation steps)."""
 
         def train_step(self, inputs, model, optimizer, metrics=None):
-            features, labels = inputs
-            input_partition_dims = self.task_config.train_input_partition_dims
-            if input_partition_dims:
-                strategy = tf.distribute.get_strategy()
-                features = strategy.experimental_split_to_logical_devices(
-                    features, input_partition_dims)
-            return super().train_step((features, labels), model, optimizer, metrics)
+            inputs = _split_features(inputs, self.task_config.train_input_partition_dims)
+            return super().train_step(inputs, model, optimizer, metrics)
 
         def validation_step(self, inputs, model, metrics=None):
-            features, labels = inputs
-            input_partition_dims = self.task_config.eval_input_partition_dims
-            if input_partition_dims:
-                strategy = tf.distribute.get_strategy()
-                features = strategy.experimental_split_to_logical_devices(
-                    features, input_partition_dims)
-            return super().validation_step((features, labels), model, metrics)
+            inputs = _split_features(inputs, self.task_config.eval_input_partition_dims)
+            return super().validation_step(inputs, model, metrics)
 
     _SPATIAL_TASK.append((SpatialRetinaNetTaskConfig, SpatialRetinaNetTask))
     return _SPATIAL_TASK[0]
+
+
+def _split_features(inputs, input_partition_dims):
+    """``(features, labels)`` with the features split over the logical devices by
+    ``input_partition_dims`` (none given: unchanged), as Model Garden's segmentation task
+    does in its train and validation steps."""
+    import tensorflow as tf
+
+    features, labels = inputs
+    if input_partition_dims:
+        features = tf.distribute.get_strategy().experimental_split_to_logical_devices(
+            features, input_partition_dims)
+    return features, labels
 
 
 def write_examples(path, count, size, seed=0, boxes=3):
@@ -298,12 +300,10 @@ def activation_threshold(size, cores=CORES):
 
 def is_kernel_piece(shape, kernel, cores=CORES):
     """Whether a gathered ``shape`` is ``kernel`` (or a part of it) tiled along its window
-    axes: the same channel axes, each window axis at most the kernel's padded to the cores.
-    XLA gathers a tile grid one axis at a time, so a half-gathered piece counts too."""
-    shape, kernel = list(shape), list(kernel)
-    if len(kernel) < 3 or len(shape) != len(kernel) or shape[-2:] != kernel[-2:]:
-        return False
-    return all(1 <= s < k + cores for s, k in zip(shape[:-2], kernel[:-2]))
+    axes, as ``Emulator.report`` tells them apart (``spatial_tf.emulator.remedies``)."""
+    from spatial_tf.emulator.remedies import is_kernel_piece as library_rule
+
+    return len(kernel) >= 3 and library_rule(shape, kernel, cores)
 
 
 def sort_gathers(compiled, model, size):
