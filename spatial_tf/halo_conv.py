@@ -24,6 +24,7 @@ building it: a U-Net's skip connection then costs no extra full-resolution copy.
 Only stride 1, dilation 1 and ``groups=1`` take the unpadded path (the convolutions
 that need a halo in a U-Net); other settings compute TensorFlow's own gradient.
 """
+import contextlib
 from typing import Callable, List, Optional, Sequence
 
 import keras
@@ -55,36 +56,46 @@ def conv_keeping_input_unpadded(x, kernel, padding: str):
                          f"batch of 2D (NHWC) or 3D (NDHWC) inputs. Fix: put the batch axis first and "
                          f"the channels last.")
     padding = padding.upper()
-    backprop_input, backprop_filter = _BACKPROP[rank]
 
     @tf.custom_gradient
     def conv(x, kernel):
         y = tf.nn.convolution(x, kernel, padding=padding)
+        # the gradient's ops go where TensorFlow puts a gradient (gradient_tape/<op>/...),
+        # so a report can trace them to this convolution
+        scope = None if tf.executing_eagerly() else f"gradient_tape/{y.op.name}/"
 
         def grad(g):
-            ones = [1] * (rank + 2)
-            dx = backprop_input(input_sizes=tf.shape(x), filter=kernel, out_backprop=g,
-                                strides=ones, padding=padding)
-            sizes = kernel.shape[:rank]
-            if padding == "SAME" and all(size % 2 for size in sizes):
-                g_padded, swapped_padding = g, "SAME"   # the same padding on both sides
-            else:
-                pads = [[0, 0]]
-                for size in sizes:  # where the forward convolution padded x: (before, after)
-                    before, after = ((size - 1) // 2, size - 1 - (size - 1) // 2) \
-                        if padding == "SAME" else (0, 0)
-                    pads.append([size - 1 - before, size - 1 - after])
-                g_padded, swapped_padding = tf.pad(g, pads + [[0, 0]]), "VALID"
-            swapped = backprop_filter(
-                input=g_padded, filter_sizes=list(sizes) + [kernel.shape[-1], kernel.shape[-2]],
-                out_backprop=x, strides=ones, padding=swapped_padding)
-            spatial = list(range(rank))
-            dw = tf.transpose(tf.reverse(swapped, spatial), spatial + [rank + 1, rank])
-            return dx, dw
+            with tf.name_scope(scope) if scope else contextlib.nullcontext():
+                return _gradients(x, kernel, g, padding)
 
         return y, grad
 
     return conv(x, kernel)
+
+
+def _gradients(x, kernel, g, padding: str):
+    """``(dx, dw)`` of ``conv_keeping_input_unpadded``: dw from the output gradient's halo."""
+    rank = len(x.shape) - 2
+    backprop_input, backprop_filter = _BACKPROP[rank]
+    ones = [1] * (rank + 2)
+    dx = backprop_input(input_sizes=tf.shape(x), filter=kernel, out_backprop=g,
+                        strides=ones, padding=padding)
+    sizes = kernel.shape[:rank]
+    if padding == "SAME" and all(size % 2 for size in sizes):
+        g_padded, swapped_padding = g, "SAME"   # the same padding on both sides
+    else:
+        pads = [[0, 0]]
+        for size in sizes:  # where the forward convolution padded x: (before, after)
+            before, after = ((size - 1) // 2, size - 1 - (size - 1) // 2) \
+                if padding == "SAME" else (0, 0)
+            pads.append([size - 1 - before, size - 1 - after])
+        g_padded, swapped_padding = tf.pad(g, pads + [[0, 0]]), "VALID"
+    swapped = backprop_filter(
+        input=g_padded, filter_sizes=list(sizes) + [kernel.shape[-1], kernel.shape[-2]],
+        out_backprop=x, strides=ones, padding=swapped_padding)
+    spatial = list(range(rank))
+    dw = tf.transpose(tf.reverse(swapped, spatial), spatial + [rank + 1, rank])
+    return dx, dw
 
 
 def conv_of_concatenation(pieces: Sequence, kernel, padding: str = "SAME", *,

@@ -165,3 +165,34 @@ def test_split_gradients_match_and_per_core_memory_falls():
     halo_temp = emulator.report(_gradient_step(halo, spec), args=(image,)).partitioned["temp"]
     plain_temp = emulator.report(_gradient_step(plain, spec), args=(image,)).partitioned["temp"]
     assert halo_temp < 0.9 * plain_temp, (halo_temp, plain_temp)
+
+
+def test_gradient_ops_are_named_after_the_convolution_they_differentiate():
+    """TensorFlow names a gradient op gradient_tape/<forward op>/...; the halo form's do
+    the same, so Emulator.report traces a gather there back to the layer's line."""
+    from spatial_tf.emulator import op_source
+
+    layer = HaloConv2D(2, 3, padding="same", name="edges")
+    x = tf.ones([1, 6, 6, 1])
+    layer.build(x.shape)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.square(layer(x)))
+        return tape.gradient(loss, [x, layer.kernel])
+
+    graph = step.get_concrete_function(x).graph
+    forward = [op for op in graph.get_operations() if op.type == "Conv2D"]
+    backward = [op for op in graph.get_operations() if "Backprop" in op.type]
+    assert len(forward) == 1 and forward[0].name.startswith("edges")
+    assert sorted(op.type for op in backward) == ["Conv2DBackpropFilter", "Conv2DBackpropInput"]
+    for op in backward:
+        assert op.name.startswith(f"gradient_tape/{forward[0].name}/"), op.name
+        source = op_source.find(graph, op.name)
+        assert source.op is forward[0] and source.gradient
+    # eagerly there are no names to give: the gradient is still TensorFlow's
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer(x))
+    assert tape.gradient(loss, layer.kernel).shape == (3, 3, 1, 2)
