@@ -145,19 +145,24 @@ def _build_report(step, gather_threshold_bytes):
 
 
 def _activation_threshold(traced, compiled):
-    """An eighth of the smallest per-core piece of a split tensor argument.
+    """An eighth of the smallest per-core piece of a split tensor argument, among those
+    at least 1/64 of the largest piece.
 
     Weights are replicated in spatial partitioning, so what gets gathered is derived
     from the split activations; an eighth (one 2x downsampling of a volume) keeps
     tensors from deeper, smaller levels in while leaving out scalars and small vectors.
-    With no split argument, nothing counts as activation-sized.
+    Split arguments far smaller than the largest (a batch's class ids or box targets,
+    which XLA may split too) do not lower it. With no split argument, nothing counts as
+    activation-sized.
     """
     pieces = [
         spec.shape.num_elements() * spec.dtype.size // count
         for spec, count in zip(traced.arg_specs, compiled.parameter_pieces())
         if count > 1
     ]
-    return max(min(pieces) // 8, 1) if pieces else None
+    if not pieces:
+        return None
+    return max(min(p for p in pieces if p >= max(pieces) // 64) // 8, 1)
 
 
 def _gather_warnings(found, threshold, traced, num_cores):

@@ -139,3 +139,17 @@ def test_hlo_text_parsing():
     ]
     assert shape_bytes("pred[8]") == 8 and shape_bytes("bf16[2,2]") == 8 and shape_bytes("f32[]") == 4
     assert np.isclose(shape_bytes("s64[3]"), 24)
+
+
+def test_gather_threshold_is_an_eighth_of_the_smallest_activation_sized_piece(emulators):
+    """A split argument far smaller than the image (a batch's class ids) does not make
+    every small gather "activation-sized"; one within 64x of it does."""
+    def step(image, other):
+        image, other = spatial_tf.split((image, other), [[1, 2, 4, 1], [8, 1]])
+        return tf.reduce_sum(image) + tf.reduce_sum(other)
+
+    image = tf.ones([2, 64, 64, 4])  # 128 KiB: 16 KiB per core
+    tiny = emulators(8).report(step, args=(image, tf.ones([8, 8])))  # 32 B per core
+    assert tiny.gather_threshold_bytes == 16 * 1024 // 8
+    near = emulators(8).report(step, args=(image, tf.ones([8, 512])))  # 2 KiB per core
+    assert near.gather_threshold_bytes == 2 * 1024 // 8
