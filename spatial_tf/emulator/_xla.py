@@ -167,7 +167,8 @@ def _check_enough(j, n):
 # ---------------------------------------------------------------- compile and run
 
 
-def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, num_replicas=1):
+def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, num_replicas=1,
+                   whole_parameters=(), whole_results=()):
     """Compile a serialized ``HloModuleProto`` for ``num_replicas x num_partitions`` devices.
 
     With more than one partition, XLA's SPMD partitioner splits the program along the
@@ -177,7 +178,11 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
     then keep parameters and results whole within a replica (``replicas.py``), because
     jax's runtime describes shardings over all devices, not over one replica's.
     ``compiler_options`` are XLA debug options by name, e.g.
-    ``{"xla_cpu_enable_fast_math": True}``.
+    ``{"xla_cpu_enable_fast_math": True}``. The parameters numbered in
+    ``whole_parameters`` take no propagated sharding: they are whole on every core, as
+    TPUStrategy keeps a variable (TensorFlow's TPU sharding pass replicates an argument
+    with no ``XlaSharding`` after it and gives an updated variable its argument's
+    sharding). With any ``whole_results`` (the updated variables), every result is whole.
     """
     j = _load()
     xc = j.xla_client
@@ -192,8 +197,12 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
         np.arange(num_replicas * num_partitions).reshape(num_replicas, num_partitions)
     )
     propagate = num_replicas == 1
-    build.allow_spmd_sharding_propagation_to_parameters = [propagate]
-    build.allow_spmd_sharding_propagation_to_output = [propagate]
+    parameters, results = entry_dimensions(hlo_module_proto)
+    free_in = [propagate and i not in whole_parameters for i in range(len(parameters))]
+    build.allow_spmd_sharding_propagation_to_parameters = free_in or [propagate]
+    # XLA honours this flag for all results or none, so a program that updates variables
+    # returns every result whole (a train step's loss and metrics are whole anyway)
+    build.allow_spmd_sharding_propagation_to_output = [propagate and not whole_results]
     if compiler_options:
         options.env_option_overrides = list(compiler_options.items())  # typed values
     backend = j.jax.extend.backend.get_backend("cpu")
@@ -204,11 +213,11 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
         # kernel axis split 2 ways); jax cannot place such an array, so the program is
         # compiled again with those parameters whole on every core, as a TPU keeps a
         # weight, and its results whole (an updated weight is aliased to its input)
-        parameters, results = entry_dimensions(hlo_module_proto)
         uneven_in = [not divides(s, d) for s, d in zip(compiled.parameter_shardings, parameters)]
         uneven_out = [not divides(s, d) for s, d in zip(compiled.output_shardings or [], results)]
         if any(uneven_in) or any(uneven_out):  # an updated weight is aliased to its input
-            build.allow_spmd_sharding_propagation_to_parameters = [not u for u in uneven_in]
+            build.allow_spmd_sharding_propagation_to_parameters = [
+                free and not u for free, u in zip(free_in, uneven_in)]
             build.allow_spmd_sharding_propagation_to_output = [False]  # results whole
             compiled = Compiled(backend.compile_and_load(module, devices, options), devices,
                                 num_replicas=num_replicas)

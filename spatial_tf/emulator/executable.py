@@ -59,6 +59,10 @@ class Program:
                     ),
                     num_partitions,
                     compiler_options=compiler_options, num_replicas=num_replicas,
+                    # captured variables and constants whole on every core, as on a TPU
+                    whole_parameters=range(len(traced.arg_specs),
+                                           len(traced.arg_specs) + len(traced.captures)),
+                    whole_results=[r for r, _ in traced.writes],
                 )
         except RuntimeError as e:  # jaxlib's XlaRuntimeError, among others
             error = compile_error(traced.name, num_partitions, e)

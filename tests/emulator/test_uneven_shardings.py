@@ -109,3 +109,10 @@ def test_detector_step_with_an_uneven_weight_gradient_runs():
     assert loss == pytest.approx(expected, rel=1e-4)
     changed = [not np.array_equal(w.numpy(), b) for w, b in zip(model.trainable_variables, before)]
     assert sum(changed) > len(changed) // 2
+    # the weights and optimizer slots stay whole on every core, as TPUStrategy keeps its
+    # variables: XLA tiled the kernel's gradient, never the variable
+    program = emulator.compiled_steps[-1].program
+    pieces, arguments = program.compiled.parameter_pieces(), len(program.traced.arg_specs)
+    assert len(program.traced.variables) > 50
+    assert pieces[arguments:] == [1] * len(program.traced.captures)
+    assert pieces[0] == 4  # the image, split 2x2
