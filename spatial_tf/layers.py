@@ -24,17 +24,24 @@ concatenation without building it.
 its training step keeps the split: tf_keras' fused batch norm (``FusedBatchNormV3``, which
 XLA cannot partition: it gathers the whole activation on every core) becomes the unfused
 form, and stride-1 convolutions compute their kernel gradient as ``HaloConv*D`` does
-(``spatial_tf.partition_friendly``). ``unfuse_batch_norm(model)`` does the first part only.
+(``spatial_tf.partition_friendly``). ``unfuse_batch_norm(model)`` does the first part only;
+``keep_gradients_whole(optimizer)`` (or ``partition_friendly(model, optimizer=...)``) makes
+an optimizer keep the gradients whole on every core, like the weights.
 """
 import keras
 
 from spatial_tf.annotate import split
 from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
-from spatial_tf.partition_friendly import Change, partition_friendly, unfuse_batch_norm
+from spatial_tf.partition_friendly import (
+    Change,
+    keep_gradients_whole,
+    partition_friendly,
+    unfuse_batch_norm,
+)
 from spatial_tf.spec import PartialTile, Replicate, Tile
 
 __all__ = ["Split", "HaloConv2D", "HaloConv3D", "MaskedBatchNormalization",
-           "partition_friendly", "Change", "unfuse_batch_norm"]
+           "partition_friendly", "Change", "unfuse_batch_norm", "keep_gradients_whole"]
 
 
 @keras.saving.register_keras_serializable(package="spatial_tf")

@@ -35,9 +35,12 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
+from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_of_concatenation
+from spatial_tf.spec import Replicate
 
-__all__ = ["partition_friendly", "Change", "PartitionFriendlyWarning", "unfuse_batch_norm"]
+__all__ = ["partition_friendly", "Change", "PartitionFriendlyWarning", "unfuse_batch_norm",
+           "keep_gradients_whole"]
 
 _MARK = "_spatial_tf_partition_friendly"
 
@@ -47,6 +50,9 @@ _HALO = ("{name} computing its kernel gradient from the output gradient's halo",
 _UNFUSED = ("{name}(fused=False)",
             "fused batch norm (FusedBatchNormV3) cannot be partitioned: XLA gathers the "
             "whole activation on every core")
+_WHOLE = ("{name} annotating each gradient whole on every core before its update",
+          "XLA otherwise may tile a kernel's gradient and the update along the split, then "
+          "gather the updated kernel back on every core")
 _STRIDED = ("XLA partitions a strided convolution's gradients with halo exchanges only; "
             "the halo form would need the output gradient upsampled with zeros, which "
             "costs more")
@@ -83,12 +89,15 @@ class Change:
         return f"{self.path}: {self.before} -> {self.after} ({self.why})"
 
 
-def partition_friendly(model, *, warn: bool = True) -> List[Change]:
+def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> List[Change]:
     """Change ``model``'s layers in place so its training step keeps the split.
 
     Args:
       model: a built Keras 3 or tf_keras model or layer (functional, Sequential,
         subclassed; nested models and layers held in attributes are reached too).
+      optimizer: the Keras 3 or tf_keras optimizer the step updates ``model`` with (e.g.
+        a Model Garden trainer's ``trainer.optimizer``), made to keep the gradients whole
+        (``keep_gradients_whole``), for a step one cannot edit.
       warn: warn once, naming them, about layers that may still break the split.
 
     Returns:
@@ -97,7 +106,8 @@ def partition_friendly(model, *, warn: bool = True) -> List[Change]:
       ``"unchanged"``).
 
     Raises:
-      TypeError: ``model`` is not a Keras or tf_keras layer.
+      TypeError: ``model`` is not a Keras or tf_keras layer, or ``optimizer`` not an
+        optimizer; nothing is changed.
       ValueError: ``model`` (or a layer in it) is not built yet; nothing is changed.
     """
     if not (hasattr(model, "trainable_weights") and hasattr(model, "built")):
@@ -106,6 +116,8 @@ def partition_friendly(model, *, warn: bool = True) -> List[Change]:
             f"tf_keras model or layer. Fix: pass the model itself (e.g. a Model Garden "
             f"trainer's trainer.model).")
     plans: List[Tuple[Change, Optional[Callable[[], None]]]] = []
+    if optimizer is not None:
+        plans.append(_optimizer_plan(optimizer))
     for path, layer in _walk(model):
         rule = _rule_for(layer)
         if rule is None:
@@ -131,6 +143,65 @@ def partition_friendly(model, *, warn: bool = True) -> List[Change]:
             "\n".join(f"  {c.path}: {c.before}: {c.why}" for c in unhandled),
             PartitionFriendlyWarning, stacklevel=2)
     return [change for change, _ in plans]
+
+
+def keep_gradients_whole(optimizer) -> Change:
+    """Make ``optimizer`` annotate every gradient as whole on every core before it
+    updates the weights, as ``spatial_tf.split(grads, [None] * len(grads))`` would in a
+    step one cannot edit (``fit``'s, a framework's trainer). Left alone, XLA may tile a
+    kernel's gradient, and so the optimizer's update, along the split and gather the
+    updated kernel back: kernel-sized copies and an all-gather per layer. The update is
+    the same; a second call changes nothing.
+
+    >>> import keras
+    >>> print(keep_gradients_whole(keras.optimizers.SGD(0.1, name="sgd")))
+    optimizer/sgd: SGD -> SGD annotating each gradient whole on every core before its update (XLA otherwise may tile a kernel's gradient and the update along the split, then gather the updated kernel back on every core)
+    """
+    change, apply = _optimizer_plan(optimizer)
+    if apply is not None:
+        apply()
+    return change
+
+
+def _optimizer_plan(optimizer):
+    name = type(optimizer).__name__
+    path = f"optimizer/{getattr(optimizer, 'name', name)}"
+    if getattr(optimizer, _MARK, False):
+        return Change(path, name, "unchanged", "changed by an earlier call"), None
+    method = "apply" if _is_keras3_optimizer(optimizer) else "apply_gradients"
+    original = getattr(optimizer, method, None)
+    if not callable(original):
+        raise TypeError(
+            f"keep_gradients_whole: got {name}, which has no apply_gradients; "
+            f"expected a Keras 3 or tf_keras optimizer. Fix: pass the optimizer the step "
+            f"calls apply_gradients on (e.g. trainer.optimizer).")
+
+    if method == "apply":
+        def whole_apply(grads, *args, **kwargs):
+            return original(_whole(grads), *args, **kwargs)
+    else:
+        def whole_apply(grads_and_vars, *args, **kwargs):
+            pairs = list(grads_and_vars)
+            grads = _whole([g for g, _ in pairs])
+            return original(list(zip(grads, [v for _, v in pairs])), *args, **kwargs)
+
+    def apply():
+        setattr(optimizer, method, whole_apply)
+        setattr(optimizer, _MARK, True)
+
+    return Change(path, name, _WHOLE[0].format(name=name), _WHOLE[1]), apply
+
+
+def _is_keras3_optimizer(optimizer) -> bool:
+    import keras
+
+    return isinstance(optimizer, keras.optimizers.Optimizer)
+
+
+def _whole(grads) -> List:
+    """Each dense gradient annotated as whole on every core (None and sparse ones as they are)."""
+    return [annotate_tensor(g, Replicate(), 1) if isinstance(g, tf.Tensor) else g
+            for g in grads]
 
 
 def unfuse_batch_norm(model) -> List[str]:

@@ -296,3 +296,60 @@ def test_split_step_costs_less_and_equals_the_unsplit_one_on_the_emulator():
         comparison = emulator.compare(step, args=(x,))
         assert comparison.ok, str(comparison)
     assert temps["friendly"] < 0.95 * temps["as written"], temps
+
+
+def _sharding_types(graph):
+    """The sharding type (REPLICATED, OTHER, ...) of every XlaSharding op in ``graph``."""
+    from spatial_tf._tf_internals import xla_data_pb2
+
+    return [xla_data_pb2.OpSharding.Type.Name(
+                xla_data_pb2.OpSharding.FromString(op.get_attr("sharding")).type)
+            for op in graph.get_operations() if op.type == "XlaSharding"]
+
+
+@pytest.mark.parametrize("call", ["apply_gradients", "apply"])
+def test_the_optimizer_keeps_gradients_whole_and_updates_the_same(call):
+    """partition_friendly(model, optimizer=...): each gradient annotated whole before the
+    update (fit calls optimizer.apply, custom steps apply_gradients); same weights."""
+    plain, friendly, x = _twin(_unet, (1, 8, 8, 8, 1))
+    optimizers = [keras.optimizers.SGD(0.01, momentum=0.9) for _ in range(2)]
+    changes = partition_friendly(friendly, optimizer=optimizers[1])
+    assert [c.after for c in changes if c.path.startswith("optimizer/")] == [
+        "SGD annotating each gradient whole on every core before its update"]
+    for model, optimizer in zip((plain, friendly), optimizers):
+        optimizer.build(model.trainable_variables)
+
+        @tf.function
+        def step(x, model=model, optimizer=optimizer):
+            _, grads = _loss_and_grads(model, x)
+            if call == "apply":
+                optimizer.apply(grads[1:], model.trainable_variables)
+            else:
+                optimizer.apply_gradients(zip(grads[1:], model.trainable_variables))
+
+        for _ in range(2):  # the second update reads the momentum of the first
+            step(x)
+        graph = step.get_concrete_function(x).graph
+        types = _sharding_types(graph)
+        if model is plain:
+            assert types == []
+        else:
+            assert types == ["REPLICATED"] * len(model.trainable_variables)
+    for a, b in zip(plain.weights, friendly.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_the_optimizer_is_changed_once_and_a_non_optimizer_changes_nothing():
+    _, model, _ = _twin(_unet, (1, 8, 8, 8, 1))
+    optimizer = keras.optimizers.Adam()
+    with pytest.raises(TypeError, match=r"keep_gradients_whole: got object, which has no "
+                                        r"apply_gradients.*Fix: pass the optimizer"):
+        partition_friendly(model, optimizer=object())
+    assert not any(getattr(layer, "_spatial_tf_partition_friendly", False)
+                   for layer in model.layers)  # the model was left as it was
+    first = spatial_tf.layers.keep_gradients_whole(optimizer)
+    apply = optimizer.apply
+    second = partition_friendly(model, optimizer=optimizer)
+    assert first.changed and not second[0].changed
+    assert second[0].path == f"optimizer/{optimizer.name}"
+    assert optimizer.apply is apply

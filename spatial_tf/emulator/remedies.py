@@ -68,7 +68,9 @@ _KERNEL = (
     "this is a convolution's kernel {kernel} (or its gradient), not an activation: XLA "
     "tiled it along its window axes to match the split input, padded to the cores, and "
     "gathers it back. Fix: keep the gradients whole on every core, like the weights: "
-    "grads = spatial_tf.split(grads, [None] * len(grads)) before apply_gradients."
+    "grads = spatial_tf.split(grads, [None] * len(grads)) before apply_gradients, or, "
+    "in a step you cannot edit (fit, a framework's trainer), "
+    "spatial_tf.layers.partition_friendly(model, optimizer=optimizer)."
 )
 
 _RESHAPE_BATCH = (
