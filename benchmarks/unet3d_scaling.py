@@ -19,6 +19,7 @@ checking the partitioned program, not a TPU forecast.
     python benchmarks/unet3d_scaling.py --preset model_garden --steps 2
     python benchmarks/unet3d_scaling.py --size 32 --steps 0   # memory only
     python benchmarks/unet3d_scaling.py --conv keras          # keras.layers.Conv3D instead
+    python benchmarks/unet3d_scaling.py --preset model_garden --partition-friendly
 """
 import argparse
 import os
@@ -65,6 +66,8 @@ def main(argv=None):
                         "keras.layers.Conv3D after a Concatenate layer")
     p.add_argument("--dtype-policy", default="float32",
                    help="Keras dtype policy of the layers (default float32; mixed_bfloat16)")
+    p.add_argument("--partition-friendly", action="store_true",
+                   help="call spatial_tf.layers.partition_friendly(model) before the first step")
     p.add_argument("--steps", type=int, default=3,
                    help="timed steps per throughput figure (default 3; 0: memory only)")
     args = p.parse_args(argv)
@@ -87,6 +90,9 @@ def main(argv=None):
     model = unet3d((args.size,) * 3 + (1,), num_classes=args.classes, depth=depth,
                    base_filters=filters, preset=args.preset, dtype_policy=args.dtype_policy,
                    options=options)
+    changed = 0
+    if args.partition_friendly:
+        changed = sum(c.changed for c in spatial_tf.layers.partition_friendly(model))
     optimizer = keras.optimizers.SGD(0.01)
     optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)
@@ -98,7 +104,9 @@ def main(argv=None):
     description = (f"{title} depth {depth}, {filters}-{top} filters, {convs}batch norm, "
                    f"{model.count_params() / 1e6:.2f} M parameters, {args.dtype_policy}, "
                    f"{args.size}^3, {args.classes} classes, batch 1, SGD, spatial_tf "
-                   f"cross-entropy + soft Dice")
+                   f"cross-entropy + soft Dice"
+                   + (f", partition_friendly ({changed} layers changed)"
+                      if args.partition_friendly else ""))
     print(description, flush=True)
 
     def make_step(spec):
