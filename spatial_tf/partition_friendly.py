@@ -176,14 +176,12 @@ def _optimizer_plan(optimizer):
             f"expected a Keras 3 or tf_keras optimizer. Fix: pass the optimizer the step "
             f"calls apply_gradients on (e.g. trainer.optimizer).")
 
-    if method == "apply":
-        def whole_apply(grads, *args, **kwargs):
+    def whole_apply(grads, *args, **kwargs):
+        if method == "apply":  # Keras 3: apply(grads, trainable_variables)
             return original(_whole(grads), *args, **kwargs)
-    else:
-        def whole_apply(grads_and_vars, *args, **kwargs):
-            pairs = list(grads_and_vars)
-            grads = _whole([g for g, _ in pairs])
-            return original(list(zip(grads, [v for _, v in pairs])), *args, **kwargs)
+        pairs = list(grads)  # tf_keras: apply_gradients(grads_and_vars)
+        whole = _whole([g for g, _ in pairs])
+        return original(list(zip(whole, [v for _, v in pairs])), *args, **kwargs)
 
     def apply():
         setattr(optimizer, method, whole_apply)
