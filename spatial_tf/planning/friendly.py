@@ -72,12 +72,13 @@ def plan_partition_friendly(model: Any, inputs: Any, num_cores_per_replica: int,
     """Plan ``model`` as written, make it partition-friendly in place, plan it again.
 
     ``plan_options`` are ``plan``'s (``budget``, ``specs``, ``options``, ``training``); both plans use
-    the same candidate specs, those of the first plan.
+    the same candidate specs, those of the first plan. A compiled model's optimizer (the
+    one ``fit`` steps with) is made to keep the gradients whole too.
     """
     from spatial_tf.partition_friendly import partition_friendly
 
     before = plan(model, inputs, num_cores_per_replica, **plan_options)
-    changes = partition_friendly(model)
+    changes = partition_friendly(model, optimizer=getattr(model, "optimizer", None))
     options = dict(plan_options, specs=[c.spec for c in before.candidates])
     after = plan(model, inputs, num_cores_per_replica, **options)
     return FriendlyPlans(before, after, changes)

@@ -54,3 +54,13 @@ def test_before_and_after_partition_friendly_with_the_same_specs_and_less_memory
     assert sorted(row.split()[0] for row in table[3:]) == ["1,2,2,1,1", "1,4,1,1,1"]
     # the model stays partition-friendly: a second call finds nothing to change
     assert all(c.after == "unchanged" for c in spatial_tf.layers.partition_friendly(model))
+
+
+def test_a_compiled_models_optimizer_keeps_the_gradients_whole():
+    model = _model()
+    model.compile(optimizer=keras.optimizers.SGD(name="fit_sgd"),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    result = plan_partition_friendly(model, (1, 16, 16, 16, 1), 4, specs=SPECS[:1],
+                                     options=PlanOptions(memory="cpu", progress=False))
+    assert [c.path for c in result.changes if c.after != "unchanged"] == [
+        "optimizer/fit_sgd", "net/a", "net/b", "net/c"]
