@@ -18,6 +18,10 @@ variable names and checkpoint keys stay as they are, and a checkpoint written be
 call restores after it and the reverse. Results and gradients are the same (float64
 agrees to rounding). Call it before the first step is traced.
 
+With ``optimizer=``, the optimizer the step uses also keeps the gradients whole on every
+core (``keep_gradients_whole``), as the weights are; otherwise XLA may tile a kernel's
+gradient and its update along the split and gather the updated kernel back.
+
 >>> import keras
 >>> inputs = keras.Input((8, 8, 1))
 >>> x = keras.layers.Conv2D(4, 3, padding="same", name="conv")(inputs)
@@ -101,8 +105,8 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
       warn: warn once, naming them, about layers that may still break the split.
 
     Returns:
-      One ``Change`` per layer changed, and per convolution or batch norm left unchanged
-      (with the reason); a second call changes nothing (its ``Change`` s are all
+      One ``Change`` for ``optimizer`` (when given), one per layer changed, and one per
+      convolution or batch norm left unchanged (with the reason); a second call changes nothing (its ``Change`` s are all
       ``"unchanged"``).
 
     Raises:
