@@ -149,7 +149,7 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
     return [change for change, _ in plans]
 
 
-def keep_gradients_whole(optimizer) -> Change:
+def keep_gradients_whole(optimizer: Any) -> Change:
     """Make ``optimizer`` annotate every gradient as whole on every core before it
     updates the weights, as ``spatial_tf.split(grads, [None] * len(grads))`` would in a
     step one cannot edit (``fit``'s, a framework's trainer). Left alone, XLA may tile a
