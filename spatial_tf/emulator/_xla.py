@@ -21,6 +21,7 @@ from spatial_tf.checks import check_int
 __all__ = [
     "INSTALL_HINT",
     "DEFAULT_CPU_DEVICES",
+    "TPU_LIKE_OPTIONS",
     "configure",
     "cpu_devices",
     "compile_module",
@@ -35,6 +36,20 @@ VERIFIED_JAX = ((0, 10, 2), (0, 11, 0))  # [lowest verified, first unverified)
 # largest num_cores_per_replica TPUConfig allows.
 DEFAULT_CPU_DEVICES = 128
 DEVICES_ENV = "SPATIAL_TF_CPU_DEVICES"
+
+# XLA options under every emulator compile, so that per-core memory is a TPU's rather
+# than XLA:CPU's. A TPU core runs one instruction stream, in a schedule chosen to keep
+# memory low; XLA:CPU by default assigns buffers so that independent instructions may
+# run at once, which keeps more of them alive. And XLA:CPU merges all of a program's
+# all-reduces into one with no size limit (to use its network well), so every partial
+# kernel gradient stays alive until the last one is computed; a TPU program all-reduces
+# gradients as the backward pass produces them. Measured on Model Garden's 3D U-Net at
+# 64^3 over 8 cores: 240 MiB per core with XLA:CPU's defaults, 173 MiB with these.
+# A user's ``compiler_options`` override them.
+TPU_LIKE_OPTIONS = {
+    "xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED",
+    "xla_disable_hlo_passes": "cpu-all-reduce-combiner",
+}
 
 _lock = threading.Lock()
 _jax = None  # namespace of the modules below, once imported
@@ -178,7 +193,7 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
     then keep parameters and results whole within a replica (``replicas.py``), because
     jax's runtime describes shardings over all devices, not over one replica's.
     ``compiler_options`` are XLA debug options by name, e.g.
-    ``{"xla_cpu_enable_fast_math": True}``. The parameters numbered in
+    ``{"xla_cpu_enable_fast_math": True}``, over ``TPU_LIKE_OPTIONS``. The parameters numbered in
     ``whole_parameters`` take no propagated sharding: they are whole on every core, as
     TPUStrategy keeps a variable (TensorFlow's TPU sharding pass replicates an argument
     with no ``XlaSharding`` after it and gives an updated variable its argument's
@@ -203,8 +218,8 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
     # XLA honours this flag for all results or none, so a program that updates variables
     # returns every result whole (a train step's loss and metrics are whole anyway)
     build.allow_spmd_sharding_propagation_to_output = [propagate and not whole_results]
-    if compiler_options:
-        options.env_option_overrides = list(compiler_options.items())  # typed values
+    overrides = {**TPU_LIKE_OPTIONS, **(compiler_options or {})}
+    options.env_option_overrides = list(overrides.items())  # typed values
     backend = j.jax.extend.backend.get_backend("cpu")
     compiled = Compiled(backend.compile_and_load(module, devices, options), devices,
                         num_replicas=num_replicas)
