@@ -224,10 +224,10 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
     compiled = Compiled(backend.compile_and_load(module, devices, options), devices,
                         num_replicas=num_replicas)
     if propagate and compiled.parameter_shardings:
-        # XLA may propagate a tiling that does not divide a parameter or result (a 3-wide
-        # kernel axis split 2 ways); jax cannot place such an array, so the program is
-        # compiled again with those parameters whole on every core, as a TPU keeps a
-        # weight, and its results whole (an updated weight is aliased to its input)
+        # XLA may propagate a tiling that does not divide a tensor argument or result (a
+        # 3-wide axis split 2 ways); jax cannot place such an array, so the program is
+        # compiled again with those parameters whole on every core and its results whole
+        # (captured variables are whole already: ``whole_parameters``)
         uneven_in = [not divides(s, d) for s, d in zip(compiled.parameter_shardings, parameters)]
         uneven_out = [not divides(s, d) for s, d in zip(compiled.output_shardings or [], results)]
         if any(uneven_in) or any(uneven_out):  # an updated weight is aliased to its input
