@@ -208,12 +208,12 @@ def test_the_kernel_gradient_waits_for_the_input_gradient_without_changing_value
     assert not np.isfinite(_after(dw, dx * np.inf).numpy()).any()  # as documented
 
 
-def _updating_step(model, optimizer):
+def _updating_step(model, optimizer, spec):
+    """``_gradient_step``, then ``optimizer`` updates the weights in place."""
+    gradient_step = _gradient_step(model, spec)
+
     def step(image):
-        image = spatial_tf.split(image, [1, 2, 1, 1, 1])
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(model(image) ** 2)
-        grads = tape.gradient(loss, model.trainable_variables)
+        loss, *grads = gradient_step(image)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
     return step
@@ -233,8 +233,8 @@ def test_an_in_place_kernel_update_holds_no_copy_of_the_kernel(monkeypatch):
     optimizer = keras.optimizers.SGD(0.1)
     optimizer.build(model.trainable_variables)
     image = RNG.normal(size=(1, 8, 8, 8, 4)).astype("float32")
-    emulator = Emulator(num_cores_per_replica=2)
-    ordered = emulator.compile(_updating_step(model, optimizer), args=(image,)).memory()
+    emulator, spec = Emulator(num_cores_per_replica=2), [1, 2, 1, 1, 1]
+    ordered = emulator.compile(_updating_step(model, optimizer, spec), args=(image,)).memory()
     monkeypatch.setattr(halo_conv, "_after", lambda dw, dx: dw)
-    unordered = emulator.compile(_updating_step(model, optimizer), args=(image,)).memory()
+    unordered = emulator.compile(_updating_step(model, optimizer, spec), args=(image,)).memory()
     assert unordered["temp"] - ordered["temp"] >= 3 * 3 * 3 * 4 * 32 * 4, (ordered, unordered)
