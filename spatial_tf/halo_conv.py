@@ -30,6 +30,8 @@ from typing import Callable, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
+from spatial_tf.update_order import after as _after
+
 __all__ = ["HaloConv2D", "HaloConv3D", "conv_keeping_input_unpadded", "conv_of_concatenation"]
 
 
@@ -95,23 +97,8 @@ def _gradients(x, kernel, g, padding: str):
         out_backprop=x, strides=ones, padding=swapped_padding)
     spatial = list(range(rank))
     dw = tf.transpose(tf.reverse(swapped, spatial), spatial + [rank + 1, rank])
+    # the kernel's last read is dx: the kernel's in-place update must wait for it
     return dx, _after(dw, dx)
-
-
-def _after(dw, dx):
-    """``dw``, made to depend on ``dx`` without changing its value.
-
-    ``dx`` is the kernel's last read in the step. An optimizer updates the kernel in
-    place, and XLA orders instructions by their data only: with nothing making the
-    update wait for ``dx``, XLA keeps a copy of every such kernel alive for ``dx`` (at
-    64^3, 8 cores, Model Garden's 3D U-Net then holds 20% more per core). Adding zero times a
-    scalar read of ``dx`` (one channel's maximum: a scalar all-reduce when split) orders
-    the update after ``dx``. The zero stays: XLA does not fold ``0 * a`` in floating
-    point, as it would turn a non-finite ``a`` into 0. So ``dw`` is non-finite where
-    ``dx`` is, which an overflowing step already is; the one change is that ``dx`` of
-    the model's first convolution, which nothing else reads, is now computed.
-    """
-    return dw + tf.zeros([], dw.dtype) * tf.reduce_max(dx[..., :1])
 
 
 def conv_of_concatenation(pieces: Sequence, kernel, padding: str = "SAME", *,

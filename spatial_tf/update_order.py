@@ -1,0 +1,140 @@
+"""Make a weight's in-place update wait for every read of the weight in the step.
+
+An optimizer updates a weight in place (XLA aliases the parameter to the output), and
+XLA orders instructions by their data only. A read of the weight that the update does
+not depend on, such as a convolution's input gradient or a regularizer's ``L2Loss``
+whose value reaches only the reported loss, may be scheduled after the update, so XLA's
+copy insertion keeps a copy of the weight alive for it: weight-sized memory on every
+core. Making the weight's gradient depend on each such read orders the update after it.
+
+The helpers here add that dependency without changing any value: they add zero times a
+scalar taken from the read. XLA does not fold ``0 * a`` in floating point (it would turn
+a non-finite ``a`` into 0), so the dependency survives; a non-finite read makes the
+gradient non-finite too, which an overflowing step already is.
+
+>>> v = tf.Variable([3.0, 4.0])
+>>> l2 = ordered_loss(lambda: tf.reduce_sum(tf.square(v)))
+>>> with tf.GradientTape() as tape:
+...     loss = l2()
+>>> float(loss), tape.gradient(loss, v).numpy().tolist()
+(25.0, [6.0, 8.0])
+"""
+import contextlib
+from typing import Callable
+
+import tensorflow as tf
+
+__all__ = ["after", "ordered_convolution", "ordered_loss", "ordered_regularizer", "is_ordered"]
+
+_MARK = "_spatial_tf_ordered"
+
+
+def after(value, read):
+    """``value``, made to depend on ``read`` without changing it.
+
+    Adds zero times a scalar of ``read`` (the maximum of its first channel: a scalar
+    all-reduce when ``read`` is split), so whatever waits for ``value`` waits for ``read``.
+
+    >>> after(tf.constant([1.0, 2.0]), tf.constant([[5.0, 6.0]])).numpy().tolist()
+    [1.0, 2.0]
+    """
+    read = tf.convert_to_tensor(read)
+    probe = read if read.shape.rank == 0 else read[..., :1]
+    return value + tf.zeros([], value.dtype) * tf.cast(tf.reduce_max(probe), value.dtype)
+
+
+def ordered_convolution(convolve: Callable, x, kernel):
+    """``convolve(x, kernel)`` with TensorFlow's gradients, the kernel's made to wait
+    for the input's (the kernel's last read in the step).
+
+    >>> x, w = tf.ones((1, 4, 4, 1)), tf.ones((1, 1, 1, 2))
+    >>> conv = lambda x, w: tf.nn.conv2d(x, w, strides=2, padding="SAME")
+    >>> ordered_convolution(conv, x, w).shape
+    TensorShape([1, 2, 2, 2])
+    """
+    @tf.custom_gradient
+    def convolution(x, kernel):
+        with tf.GradientTape() as tape:
+            tape.watch([x, kernel])
+            y = convolve(x, kernel)
+        # where TensorFlow puts a gradient (gradient_tape/<op>/...), so a report can
+        # trace the gradient's ops to this convolution
+        scope = None if tf.executing_eagerly() else f"gradient_tape/{y.op.name}/"
+
+        def grad(g):
+            with tf.name_scope(scope) if scope else contextlib.nullcontext():
+                dx, dw = tape.gradient(y, [x, kernel], output_gradients=g)
+                return dx, after(dw, dx)
+
+        return y, grad
+
+    return convolution(x, kernel)
+
+
+def ordered_loss(loss: Callable[[], tf.Tensor]) -> Callable[[], tf.Tensor]:
+    """A zero-argument loss of weights (a regularizer's), whose weight gradients wait
+    for its value, so the update waits for the loss's own read of each weight.
+
+    Only for losses computed from variables alone (a weight regularizer): a tensor the
+    loss captures from elsewhere would get no gradient through the returned callable.
+
+    >>> v = tf.Variable(2.0)
+    >>> float(ordered_loss(lambda: v * v)())
+    4.0
+    """
+    if is_ordered(loss):
+        return loss
+
+    def ordered():
+        @tf.custom_gradient
+        def value_and_grad():
+            with tf.GradientTape() as tape:
+                value = loss()
+
+            def grad(dy, variables=None):
+                grads = tape.gradient(value, variables or [], output_gradients=dy)
+                return [], [None if g is None else after(g, value) for g in grads]
+
+            return value, grad
+
+        return value_and_grad()
+
+    setattr(ordered, _MARK, True)
+    return ordered
+
+
+def ordered_regularizer(regularizer: Callable) -> Callable:
+    """``regularizer`` (a Keras 3 variable's), whose weight gradient waits for its value.
+
+    Called with a tensor (Keras' stateless calls), it is ``regularizer`` unchanged.
+
+    >>> import keras
+    >>> v = keras.Variable([3.0, 4.0])
+    >>> float(ordered_regularizer(keras.regularizers.L2(0.5))(v))
+    12.5
+    """
+    if is_ordered(regularizer):
+        return regularizer
+
+    def ordered(x):
+        if not isinstance(x, (tf.Variable, _keras_variable())):
+            return regularizer(x)
+        return ordered_loss(lambda: regularizer(x))()
+
+    setattr(ordered, _MARK, True)
+    return ordered
+
+
+def is_ordered(loss: Callable) -> bool:
+    """Whether ``loss`` came from ``ordered_loss`` or ``ordered_regularizer``.
+
+    >>> is_ordered(ordered_loss(lambda: tf.constant(1.0))), is_ordered(len)
+    (True, False)
+    """
+    return bool(getattr(loss, _MARK, False))
+
+
+def _keras_variable():
+    import keras
+
+    return keras.Variable
