@@ -347,7 +347,7 @@ def trainer_measure(size, steps, form):
     unpartitioned_seconds = time.perf_counter() - start
     kinds = report.by_kind()
     return {
-        "changed": sum(c.changed for c in changes if not c.path.startswith("optimizer/")),
+        "changed": len(spatial_tf.layers.changed_layers(changes)),
         "temp": report.partitioned["temp"], "temp1": report.unpartitioned["temp"],
         "gathers": {k: kinds.get(k, {}).get("count", 0) for k in ("all-gather", "all-to-all")},
         "sorted": {k: [len(v), sum(c.bytes for c in v)] for k, v in found.items()},

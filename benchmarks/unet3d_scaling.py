@@ -92,7 +92,8 @@ def main(argv=None):
                    options=options)
     changed = 0
     if args.partition_friendly:
-        changed = sum(c.changed for c in spatial_tf.layers.partition_friendly(model))
+        changes = spatial_tf.layers.partition_friendly(model)
+        changed = len(spatial_tf.layers.changed_layers(changes))
     optimizer = keras.optimizers.SGD(0.01)
     optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)

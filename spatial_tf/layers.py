@@ -34,6 +34,7 @@ from spatial_tf.annotate import split
 from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
 from spatial_tf.partition_friendly import (
     Change,
+    changed_layers,
     keep_gradients_whole,
     partition_friendly,
     unfuse_batch_norm,
@@ -41,7 +42,8 @@ from spatial_tf.partition_friendly import (
 from spatial_tf.spec import PartialTile, Replicate, Tile
 
 __all__ = ["Split", "HaloConv2D", "HaloConv3D", "MaskedBatchNormalization",
-           "partition_friendly", "Change", "unfuse_batch_norm", "keep_gradients_whole"]
+           "partition_friendly", "Change", "changed_layers", "unfuse_batch_norm",
+           "keep_gradients_whole"]
 
 
 @keras.saving.register_keras_serializable(package="spatial_tf")

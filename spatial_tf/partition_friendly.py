@@ -12,7 +12,13 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
   gradient's halo (``spatial_tf.halo_conv.conv_keeping_input_unpadded``) keeps the stored
   input unpadded.
 
-``partition_friendly(model)`` changes both in place, on the layer objects the model (or a
+- An optimizer updates a weight in place, and XLA orders that update after the reads
+  the update's gradient depends on, not after the others: a convolution's input gradient
+  and a weight regularizer's value read the kernel too, so XLA keeps a copy of the kernel
+  for them (``spatial_tf.update_order``). Making the kernel's gradient depend on them
+  orders the update last.
+
+``partition_friendly(model)`` changes all three in place, on the layer objects the model (or a
 framework such as Model Garden's trainer) already holds: no layer is replaced, so weights,
 variable names and checkpoint keys stay as they are, and a checkpoint written before the
 call restores after it and the reverse. Results and gradients are the same (float64
@@ -25,15 +31,18 @@ gradient and its update along the split and gather the updated kernel back.
 >>> import keras
 >>> inputs = keras.Input((8, 8, 1))
 >>> x = keras.layers.Conv2D(4, 3, padding="same", name="conv")(inputs)
->>> model = keras.Model(inputs, keras.layers.Conv2D(2, 1, strides=2, name="head")(x), name="net")
+>>> head = keras.layers.Conv2D(2, 1, strides=2, kernel_regularizer="l2", name="head")
+>>> model = keras.Model(inputs, head(x), name="net")
 >>> for change in partition_friendly(model):
-...     print(change)
-net/conv: Conv2D -> Conv2D computing its kernel gradient from the output gradient's halo (a stride-1 convolution's kernel gradient otherwise keeps a padded copy of its input from the forward to the backward pass)
-net/head: Conv2D -> unchanged (XLA partitions a strided convolution's gradients with halo exchanges only; the halo form would need the output gradient upsampled with zeros, which costs more)
+...     print(change.path, ":", change.after)
+net/conv : Conv2D computing its kernel gradient from the output gradient's halo
+net/head : Conv2D with its kernel gradient made to wait for its input gradient
+net/head : kernel regularizer ordered before the update
 >>> [c for c in partition_friendly(model) if c.changed]   # idempotent: nothing left
 []
 """
 import dataclasses
+import functools
 import warnings
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
@@ -42,9 +51,11 @@ import tensorflow as tf
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_of_concatenation
 from spatial_tf.spec import Replicate
+from spatial_tf.update_order import (is_ordered, ordered_convolution, ordered_loss,
+                                     ordered_regularizer)
 
 __all__ = ["partition_friendly", "Change", "PartitionFriendlyWarning", "unfuse_batch_norm",
-           "keep_gradients_whole"]
+           "keep_gradients_whole", "changed_layers"]
 
 _MARK = "_spatial_tf_partition_friendly"
 
@@ -57,9 +68,16 @@ _UNFUSED = ("{name}(fused=False)",
 _WHOLE = ("{name} annotating each gradient whole on every core before its update",
           "XLA otherwise may tile a kernel's gradient and the update along the split, then "
           "gather the updated kernel back on every core")
-_STRIDED = ("XLA partitions a strided convolution's gradients with halo exchanges only; "
-            "the halo form would need the output gradient upsampled with zeros, which "
+_ORDERED = ("{name} with its kernel gradient made to wait for its input gradient",
+            "{kind}; without the order, XLA keeps a copy of the kernel for the input "
+            "gradient while an optimizer updates the kernel in place")
+_STRIDED = ("XLA partitions a strided or dilated convolution's gradients with halo exchanges "
+            "only; the halo form would need the output gradient upsampled with zeros, which "
             "costs more")
+_REGULARIZED = ("{names} ordered before the update",
+                "a regularizer's read of a weight reaches only the loss value, which no "
+                "gradient depends on: without the order, XLA keeps a copy of the weight for "
+                "it while an optimizer updates the weight in place")
 
 
 class PartitionFriendlyWarning(UserWarning):
@@ -136,6 +154,8 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
                 f"so its configuration cannot be checked; nothing was changed. Fix: build "
                 f"the model first (call it once on a batch, or model.build(input_shape)).")
         plans.append(rule(path, layer))
+    for path, layer in _walk(model):
+        plans.extend(_regularizers(path, layer))
     for change, apply in plans:  # all checked first: a failure above changes nothing
         if apply is not None:
             apply()
@@ -147,6 +167,17 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
             "\n".join(f"  {c.path}: {c.before}: {c.why}" for c in unhandled),
             PartitionFriendlyWarning, stacklevel=2)
     return [change for change, _ in plans]
+
+
+def changed_layers(changes: List[Change]) -> List[str]:
+    """The paths of the layers ``changes`` changed, each once (the optimizer not counted).
+
+    >>> changed_layers([Change("m/a", "Conv2D", "x", ""), Change("m/a", "kernel regularizer",
+    ...                 "y", ""), Change("m/b", "Dense", "unchanged", "")])
+    ['m/a']
+    """
+    return list(dict.fromkeys(c.path for c in changes
+                              if c.changed and not c.path.startswith("optimizer/")))
 
 
 def keep_gradients_whole(optimizer: Any) -> Change:
@@ -303,12 +334,12 @@ def _conv(path, layer):
     problem = _unsupported_conv(layer)
     if problem:
         return Change(path, before, "unchanged", problem, handled=False), None
-    if any(s != 1 for s in layer.strides) or any(d != 1 for d in layer.dilation_rate):
-        return Change(path, before, "unchanged", _STRIDED), None
-    if all(k == 1 for k in layer.kernel_size):
-        return Change(path, before, "unchanged", "a 1x1 convolution needs no halo"), None
-    padding = layer.padding.upper()
     original = layer.convolution_op
+    if any(s != 1 for s in layer.strides) or any(d != 1 for d in layer.dilation_rate):
+        return _ordered_conv(path, layer, _STRIDED)
+    if all(k == 1 for k in layer.kernel_size):
+        return _ordered_conv(path, layer, "a 1x1 convolution needs no halo")
+    padding = layer.padding.upper()
 
     def halo_convolution_op(inputs, kernel):
         if len(inputs.shape) != layer.rank + 2:  # let Keras' own op give its error
@@ -321,6 +352,72 @@ def _conv(path, layer):
         setattr(layer, _MARK, True)
 
     return Change(path, before, _HALO[0].format(name=before), _HALO[1]), apply
+
+
+def _ordered_conv(path, layer, kind):
+    """TensorFlow's own gradients, the kernel's made to wait for the input's."""
+    before = type(layer).__name__
+    original = layer.convolution_op
+
+    def ordered_convolution_op(inputs, kernel):
+        if len(inputs.shape) != layer.rank + 2:  # let Keras' own op give its error
+            return original(inputs, kernel)
+        return ordered_convolution(original, inputs, tf.convert_to_tensor(kernel))
+
+    def apply():
+        layer.convolution_op = ordered_convolution_op
+        setattr(layer, _MARK, True)
+
+    return Change(path, before, _ORDERED[0].format(name=before),
+                  _ORDERED[1].format(kind=kind)), apply
+
+
+def _regularizers(path, layer) -> List[Tuple[Change, Optional[Callable[[], None]]]]:
+    """The plan ordering ``layer``'s own weight regularizers before the weights' update:
+    tf_keras keeps them as callable losses, Keras 3 on each variable."""
+    tf_keras_losses = {i: _weight_regularization(loss)
+                       for i, loss in enumerate(getattr(layer, "_callable_losses", None) or [])}
+    tf_keras_losses = {i: found for i, found in tf_keras_losses.items()
+                       if found and not is_ordered(found[1])}
+    keras3_variables = [v for v in getattr(layer, "_trainable_variables", None) or []
+                        if getattr(v, "regularizer", None) is not None
+                        and not is_ordered(v.regularizer)]
+    if not (tf_keras_losses or keras3_variables):
+        return []
+    names = ([_short_name(inner.args[0]) for _, inner in tf_keras_losses.values()]
+             + [_short_name(v) for v in keras3_variables])
+    listed = f"{', '.join(names)} regularizer{'s' if len(names) > 1 else ''}"
+
+    def apply():
+        for i, (tag, inner) in tf_keras_losses.items():
+            ordered = ordered_loss(inner)
+            layer._callable_losses[i] = ordered if tag is None else functools.partial(tag, ordered)
+        for variable in keras3_variables:
+            variable.regularizer = ordered_regularizer(variable.regularizer)
+
+    return [(Change(path, listed, _REGULARIZED[0].format(names=listed), _REGULARIZED[1]),
+             apply)]
+
+
+def _weight_regularization(loss):
+    """``(tag, regularization)`` for tf_keras' weight regularizer loss,
+    ``partial(_tag_callable, partial(_loss_for_variable, variable))`` (``tag`` the
+    outer function, None when there is none), else None."""
+    tag = None
+    if getattr(getattr(loss, "func", None), "__name__", "") == "_tag_callable" and \
+            len(getattr(loss, "args", ())) == 1:
+        tag, loss = loss.func, loss.args[0]
+    if is_ordered(loss):
+        return tag, loss
+    if (getattr(getattr(loss, "func", None), "__name__", "") == "_loss_for_variable"
+            and len(getattr(loss, "args", ())) == 1):
+        return tag, loss
+    return None
+
+
+def _short_name(variable) -> str:
+    """``kernel`` for tf_keras' ``conv2d/kernel:0`` and Keras 3's ``kernel``."""
+    return variable.name.split("/")[-1].split(":")[0]
 
 
 def _concatenated(x) -> List:

@@ -47,7 +47,9 @@ class FriendlyPlans:
         return rows
 
     def __str__(self) -> str:
-        changed = sum(c.after != "unchanged" for c in self.changes)
+        from spatial_tf.partition_friendly import changed_layers
+
+        changed = len(changed_layers(self.changes))
         return format_table(
             ["spec", "peak as written", "peak friendly", "resharding as written",
              "resharding friendly", "gathered ops as written", "gathered ops friendly"],

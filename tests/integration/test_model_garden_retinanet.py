@@ -9,8 +9,8 @@ checkpoints. RetinaNet's task has no partition dims, so a subclass adds
 ``strategy.experimental_split_to_logical_devices`` as Model Garden's segmentation task
 does; ``partition_friendly`` is applied to the model and the optimizer the trainer holds.
 The job and its helpers are shared with ``benchmarks/model_garden_retinanet.py --trainer``,
-which also compiles the step for one core and prints the per-core temp ratio (0.67 at
-256 x 256; that compile would add 10-25 s here). COCO evaluation is not run: Model Garden 2.20's COCO
+which prints the same figures for the model as built and after ``partition_friendly``
+alone. COCO evaluation is not run: Model Garden 2.20's COCO
 evaluator calls ``int()`` on a one-element array, which NumPy 2.4 refuses.
 """
 import importlib.util
@@ -115,12 +115,17 @@ def test_the_step_is_split_and_the_backbone_and_fpn_gather_no_activation(job):
 
 
 @pytest.mark.slow
-def test_per_core_memory_is_a_partitioned_programs(job):
+def test_per_core_memory_is_at_most_a_third_of_the_unsplit_steps(job):
     emulator, trainer, _, _ = job
-    memory = mg.train_step(emulator).memory()
+    compiled = mg.train_step(emulator)
+    memory = compiled.memory()
     weights = sum(v.shape.num_elements() * v.dtype.size for v in trainer.model.weights)
     # the weights and the momentum slots are whole on every core, updated in place
     assert memory["alias"] >= weights
-    # temp: this step compiled for one core needs 456.5 MiB, split over 4 cores 307.8 MiB
-    # per core (benchmarks/model_garden_retinanet.py --trainer): the split must save memory
-    assert memory["temp"] < 330 * 2**20, memory
+    # the issue's target: at most 0.33 of the step compiled for one core. Measured 57.5
+    # of 205.6 MiB (0.28; benchmarks/model_garden_retinanet.py --trainer); 0.35 before
+    # the regularizers' and strided convolutions' reads were ordered before the update
+    report = compiled.report()  # compiles the step for one core too
+    assert report.partitioned["temp"] == memory["temp"]
+    assert memory["temp"] <= 0.33 * report.unpartitioned["temp"], (
+        memory, report.unpartitioned)

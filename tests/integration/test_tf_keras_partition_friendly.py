@@ -47,10 +47,11 @@ def test_fused_batch_norm_and_convs_in_lists_are_changed_and_named():
     model(tf.zeros((1, 8, 8, 2)), training=True)  # tf_keras decides fused=None at build
     changes = {c.path: c for c in partition_friendly(model)}
     assert {path for path, c in changes.items() if c.changed} == {
-        "net/block/conv0", "net/block/conv1", "net/block/bn0", "net/block/bn1"}
+        "net/block/conv0", "net/block/conv1", "net/block/bn0", "net/block/bn1", "net/down"}
     assert changes["net/block/bn0"].before == "BatchNormalization(fused=True)"
     assert changes["net/block/bn0"].after == "BatchNormalization(fused=False)"
-    assert not changes["net/down"].changed
+    assert changes["net/down"].after == "Conv2D with its kernel gradient made to wait for " \
+                                        "its input gradient"
     assert all(not layer.fused for layer in model.get_layer("block").norms)
 
 
@@ -80,3 +81,40 @@ def test_convolutions_agree_in_float64():
     np.testing.assert_allclose(y1.numpy(), y0.numpy(), rtol=0, atol=1e-11)
     for a, b in zip(g1, g0):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-11)
+
+
+def _regularized(dtype):
+    """tf_keras layers with weight regularizers, as Model Garden's task adds them."""
+    tf_keras.utils.set_random_seed(0)
+    l2 = tf_keras.regularizers.l2(1e-2)  # one object shared by every layer, as there
+    inputs = tf_keras.Input((8, 8, 2), dtype=dtype)
+    x = tf_keras.layers.Conv2D(3, 3, padding="same", kernel_regularizer=l2,
+                               bias_regularizer=l2, name="conv", dtype=dtype)(inputs)
+    x = tf_keras.layers.Conv2D(2, 1, strides=2, kernel_regularizer=l2, name="head",
+                               dtype=dtype)(x)
+    return tf_keras.Model(inputs, x, name="reg")
+
+
+def _total_step(model, x):
+    with tf.GradientTape() as tape:
+        y = model(x, training=True)
+        loss = tf.reduce_sum(y * tf.cos(y)) + tf.add_n(model.losses)
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+
+def test_regularizers_are_ordered_with_the_same_loss_and_gradients_in_float64():
+    plain, friendly = _regularized("float64"), _regularized("float64")
+    friendly.set_weights(plain.get_weights())
+    changes = [c for c in partition_friendly(friendly) if "regularizer" in c.before]
+    assert [(c.path, c.before, c.changed) for c in changes] == [
+        ("reg/conv", "kernel, bias regularizers", True), ("reg/head", "kernel regularizer", True)]
+    assert len(friendly.losses) == len(plain.losses) == 3
+    x = tf.constant(np.random.default_rng(2).normal(size=(2, 8, 8, 2)), tf.float64)
+    l0, g0 = _total_step(plain, x)
+    for l1, g1 in (_total_step(friendly, x), tf.function(_total_step)(friendly, x)):
+        np.testing.assert_allclose(l1.numpy(), l0.numpy(), rtol=1e-13)
+        for a, b in zip(g1, g0):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+    assert not any(c.changed for c in partition_friendly(friendly))  # idempotent
+    assert friendly.get_layer("conv").get_config()["kernel_regularizer"] == \
+        plain.get_layer("conv").get_config()["kernel_regularizer"]
