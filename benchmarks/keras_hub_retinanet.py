@@ -120,8 +120,9 @@ def main(argv=None):
                     print(f"  {form}, {spec}: {failures[-1]}", flush=True)
                     break
                 if spec == SPECS[0]:
-                    changed = [c for c in changes if c.changed]
-                    print(f"  partition_friendly: {len(changed)} of {len(changes)} layers "
+                    changed = spatial_tf.layers.changed_layers(changes)
+                    looked_at = {c.path for c in changes}
+                    print(f"  partition_friendly: {len(changed)} of {len(looked_at)} layers "
                           f"changed; not handled: "
                           f"{[c.path for c in changes if not c.handled] or 'none'}",
                           flush=True)

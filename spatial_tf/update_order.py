@@ -29,7 +29,7 @@ __all__ = ["after", "ordered_convolution", "ordered_loss", "ordered_regularizer"
 _MARK = "_spatial_tf_ordered"
 
 
-def after(value, read):
+def after(value: tf.Tensor, read: tf.Tensor) -> tf.Tensor:
     """``value``, made to depend on ``read`` without changing it.
 
     Adds zero times a scalar of ``read`` (the maximum of its first channel: a scalar
@@ -43,7 +43,7 @@ def after(value, read):
     return value + tf.zeros([], value.dtype) * tf.cast(tf.reduce_max(probe), value.dtype)
 
 
-def ordered_convolution(convolve: Callable, x, kernel):
+def ordered_convolution(convolve: Callable, x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     """``convolve(x, kernel)`` with TensorFlow's gradients, the kernel's made to wait
     for the input's (the kernel's last read in the step).
 
