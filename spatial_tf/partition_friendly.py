@@ -334,51 +334,43 @@ def _conv(path, layer):
     problem = _unsupported_conv(layer)
     if problem:
         return Change(path, before, "unchanged", problem, handled=False), None
-    original = layer.convolution_op
     if any(s != 1 for s in layer.strides) or any(d != 1 for d in layer.dilation_rate):
-        return _ordered_conv(path, layer, _STRIDED)
-    if all(k == 1 for k in layer.kernel_size):
-        return _ordered_conv(path, layer, "a 1x1 convolution needs no halo")
-    padding = layer.padding.upper()
-
-    def halo_convolution_op(inputs, kernel):
-        if len(inputs.shape) != layer.rank + 2:  # let Keras' own op give its error
-            return original(inputs, kernel)
-        return conv_of_concatenation(_concatenated(inputs), tf.convert_to_tensor(kernel),
-                                     padding)
-
-    def apply():
-        layer.convolution_op = halo_convolution_op
-        setattr(layer, _MARK, True)
-
-    return Change(path, before, _HALO[0].format(name=before), _HALO[1]), apply
+        kind = _STRIDED
+    elif all(k == 1 for k in layer.kernel_size):
+        kind = "a 1x1 convolution needs no halo"
+    else:
+        padding = layer.padding.upper()
+        return _with_convolution_op(
+            path, layer,
+            lambda _, x, kernel: conv_of_concatenation(_concatenated(x), kernel, padding),
+            _HALO[0].format(name=before), _HALO[1])
+    # TensorFlow's own gradients, the kernel's made to wait for the input's
+    return _with_convolution_op(path, layer, ordered_convolution,
+                                _ORDERED[0].format(name=before), _ORDERED[1].format(kind=kind))
 
 
-def _ordered_conv(path, layer, kind):
-    """TensorFlow's own gradients, the kernel's made to wait for the input's."""
-    before = type(layer).__name__
+def _with_convolution_op(path, layer, convolve, after, why):
+    """The plan giving ``layer`` the convolution ``convolve(original_op, inputs, kernel)``."""
     original = layer.convolution_op
 
-    def ordered_convolution_op(inputs, kernel):
+    def convolution_op(inputs, kernel):
         if len(inputs.shape) != layer.rank + 2:  # let Keras' own op give its error
             return original(inputs, kernel)
-        return ordered_convolution(original, inputs, tf.convert_to_tensor(kernel))
+        return convolve(original, inputs, tf.convert_to_tensor(kernel))
 
     def apply():
-        layer.convolution_op = ordered_convolution_op
+        layer.convolution_op = convolution_op
         setattr(layer, _MARK, True)
 
-    return Change(path, before, _ORDERED[0].format(name=before),
-                  _ORDERED[1].format(kind=kind)), apply
+    return Change(path, type(layer).__name__, after, why), apply
 
 
 def _regularizers(path, layer) -> List[Tuple[Change, Optional[Callable[[], None]]]]:
     """The plan ordering ``layer``'s own weight regularizers before the weights' update:
     tf_keras keeps them as callable losses, Keras 3 on each variable."""
-    tf_keras_losses = {i: _weight_regularization(loss)
-                       for i, loss in enumerate(getattr(layer, "_callable_losses", None) or [])}
-    tf_keras_losses = {i: found for i, found in tf_keras_losses.items()
-                       if found and not is_ordered(found[1])}
+    found = {i: _weight_regularization(loss)
+             for i, loss in enumerate(getattr(layer, "_callable_losses", None) or [])}
+    tf_keras_losses = {i: pair for i, pair in found.items() if pair is not None}
     keras3_variables = [v for v in getattr(layer, "_trainable_variables", None) or []
                         if getattr(v, "regularizer", None) is not None
                         and not is_ordered(v.regularizer)]
@@ -402,17 +394,17 @@ def _regularizers(path, layer) -> List[Tuple[Change, Optional[Callable[[], None]
 def _weight_regularization(loss):
     """``(tag, regularization)`` for tf_keras' weight regularizer loss,
     ``partial(_tag_callable, partial(_loss_for_variable, variable))`` (``tag`` the
-    outer function, None when there is none), else None."""
+    outer function, None when there is none), else None (an ordered one included)."""
     tag = None
-    if getattr(getattr(loss, "func", None), "__name__", "") == "_tag_callable" and \
-            len(getattr(loss, "args", ())) == 1:
+    if _is_partial_of(loss, "_tag_callable"):
         tag, loss = loss.func, loss.args[0]
-    if is_ordered(loss):
-        return tag, loss
-    if (getattr(getattr(loss, "func", None), "__name__", "") == "_loss_for_variable"
-            and len(getattr(loss, "args", ())) == 1):
-        return tag, loss
-    return None
+    return (tag, loss) if _is_partial_of(loss, "_loss_for_variable") else None
+
+
+def _is_partial_of(loss, name: str) -> bool:
+    """Whether ``loss`` is ``functools.partial(<function name>, one_argument)``."""
+    return (getattr(getattr(loss, "func", None), "__name__", "") == name
+            and len(getattr(loss, "args", ())) == 1)
 
 
 def _short_name(variable) -> str:

@@ -22,6 +22,7 @@ gradient non-finite too, which an overflowing step already is.
 import contextlib
 from typing import Callable
 
+import keras
 import tensorflow as tf
 
 __all__ = ["after", "ordered_convolution", "ordered_loss", "ordered_regularizer", "is_ordered"]
@@ -117,7 +118,7 @@ def ordered_regularizer(regularizer: Callable) -> Callable:
         return regularizer
 
     def ordered(x):
-        if not isinstance(x, (tf.Variable, _keras_variable())):
+        if not isinstance(x, (tf.Variable, keras.Variable)):
             return regularizer(x)
         return ordered_loss(lambda: regularizer(x))()
 
@@ -133,8 +134,3 @@ def is_ordered(loss: Callable) -> bool:
     """
     return bool(getattr(loss, _MARK, False))
 
-
-def _keras_variable():
-    import keras
-
-    return keras.Variable
