@@ -51,8 +51,8 @@ import tensorflow as tf
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_of_concatenation
 from spatial_tf.spec import Replicate
-from spatial_tf.update_order import (is_ordered, ordered_convolution, ordered_loss,
-                                     ordered_regularizer)
+from spatial_tf.update_order import (is_ordered, ordered_call, ordered_convolution,
+                                     ordered_loss, ordered_regularizer)
 
 __all__ = ["partition_friendly", "Change", "PartitionFriendlyWarning", "unfuse_batch_norm",
            "keep_gradients_whole", "changed_layers"]
@@ -71,6 +71,7 @@ _WHOLE = ("{name} annotating each gradient whole on every core before its update
 _ORDERED = ("{name} with its kernel gradient made to wait for its input gradient",
             "{kind}; without the order, XLA keeps a copy of the kernel for the input "
             "gradient while an optimizer updates the kernel in place")
+_ORDERED_CALL = "{name} with its weight gradients made to wait for its input gradient"
 _STRIDED = ("XLA partitions a strided or dilated convolution's gradients with halo exchanges "
             "only; the halo form would need the output gradient upsampled with zeros, which "
             "costs more")
@@ -333,7 +334,7 @@ def _conv(path, layer):
     before = type(layer).__name__
     problem = _unsupported_conv(layer)
     if problem:
-        return Change(path, before, "unchanged", problem, handled=False), None
+        return _with_ordered_call(path, layer, problem, handled=False)
     if any(s != 1 for s in layer.strides) or any(d != 1 for d in layer.dilation_rate):
         kind = _STRIDED
     elif all(k == 1 for k in layer.kernel_size):
@@ -363,6 +364,24 @@ def _with_convolution_op(path, layer, convolve, after, why):
         setattr(layer, _MARK, True)
 
     return Change(path, type(layer).__name__, after, why), apply
+
+
+def _with_ordered_call(path, layer, why, handled=True):
+    """The plan making the gradients of the weights ``layer`` reads wait for its input
+    gradient (``update_order.ordered_call`` around its call), TensorFlow's gradients kept."""
+    original = layer.call
+
+    def call(inputs, *args, **kwargs):
+        if not tf.is_tensor(inputs):  # several inputs: Keras' own call gives its error
+            return original(inputs, *args, **kwargs)
+        return ordered_call(lambda x: original(x, *args, **kwargs), inputs)
+
+    def apply():
+        layer.call = call
+        setattr(layer, _MARK, True)
+
+    name = type(layer).__name__
+    return Change(path, name, _ORDERED_CALL.format(name=name), why, handled), apply
 
 
 def _regularizers(path, layer) -> List[Tuple[Change, Optional[Callable[[], None]]]]:
@@ -459,10 +478,10 @@ def _other_conv(path, layer):
     if ("Transpose" in type(layer).__name__
             and tuple(layer.kernel_size) == tuple(layer.strides)
             and all(d == 1 for d in layer.dilation_rate)):
-        return Change(path, type(layer).__name__, "unchanged",
-                      "a transposed convolution whose kernel equals its stride needs no "
-                      "halo"), None
-    return Change(path, type(layer).__name__, "unchanged",
-                  "transposed, depthwise and separable convolutions keep TensorFlow's "
-                  "gradient: check spatial_tf.Emulator.report for gathers at this layer",
-                  handled=False), None
+        kind = "a transposed convolution whose kernel equals its stride needs no halo"
+        return _with_ordered_call(path, layer, _ORDERED[1].format(kind=kind))
+    return _with_ordered_call(
+        path, layer,
+        "transposed, depthwise and separable convolutions keep TensorFlow's gradient, "
+        "only ordered before the update: check spatial_tf.Emulator.report for gathers at "
+        "this layer", handled=False)

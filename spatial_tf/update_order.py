@@ -25,7 +25,8 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-__all__ = ["after", "ordered_convolution", "ordered_loss", "ordered_regularizer", "is_ordered"]
+__all__ = ["after", "ordered_convolution", "ordered_call", "ordered_loss", "ordered_regularizer",
+           "is_ordered"]
 
 _MARK = "_spatial_tf_ordered"
 
@@ -53,23 +54,48 @@ def ordered_convolution(convolve: Callable, x: tf.Tensor, kernel: tf.Tensor) -> 
     >>> ordered_convolution(conv, x, w).shape
     TensorShape([1, 2, 2, 2])
     """
+    return _ordered(convolve, x, kernel)
+
+
+def ordered_call(call: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor) -> tf.Tensor:
+    """``call(x)`` (a layer's call on one input) with TensorFlow's gradients, the
+    gradients of the weights it reads made to wait for the input's: for layers with no
+    ``convolution_op`` to wrap (transposed, depthwise, separable convolutions).
+
+    >>> layer = keras.layers.Conv2DTranspose(2, 2, strides=2)
+    >>> layer.build((1, 3, 3, 1))
+    >>> x = tf.ones((1, 3, 3, 1))
+    >>> with tf.GradientTape() as tape:
+    ...     y = ordered_call(layer, x)
+    >>> y.shape, [g.shape for g in tape.gradient(y, layer.trainable_variables)]
+    (TensorShape([1, 6, 6, 2]), [TensorShape([2, 2, 2, 1]), TensorShape([2])])
+    """
+    return _ordered(call, x)
+
+
+def _ordered(fn, x, *weights):
+    """``fn(x, *weights)``, each weight's gradient (tensors in ``weights``, variables
+    ``fn`` reads) made to wait for ``x``'s."""
     @tf.custom_gradient
-    def convolution(x, kernel):
+    def ordered(x, *weights):
         with tf.GradientTape() as tape:
-            tape.watch([x, kernel])
-            y = convolve(x, kernel)
+            tape.watch([x, *weights])
+            y = fn(x, *weights)
         # where TensorFlow puts a gradient (gradient_tape/<op>/...), so a report can
-        # trace the gradient's ops to this convolution
+        # trace the gradient's ops to this layer
         scope = None if tf.executing_eagerly() else f"gradient_tape/{y.op.name}/"
 
-        def grad(g):
+        def grad(g, variables=None):
             with tf.name_scope(scope) if scope else contextlib.nullcontext():
-                dx, dw = tape.gradient(y, [x, kernel], output_gradients=g)
-                return dx, after(dw, dx)
+                dx, *dws = tape.gradient(y, [x, *weights, *(variables or [])],
+                                         output_gradients=g)
+                dws = [dw if dw is None or dx is None else after(dw, dx) for dw in dws]
+            inputs = [dx, *dws[:len(weights)]]
+            return (inputs, dws[len(weights):]) if variables else inputs
 
         return y, grad
 
-    return convolution(x, kernel)
+    return ordered(x, *weights)
 
 
 def ordered_loss(loss: Callable[[], tf.Tensor]) -> Callable[[], tf.Tensor]:

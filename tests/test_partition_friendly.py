@@ -54,36 +54,46 @@ def _assert_same_step(plain, friendly, x, atol=1e-10):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=atol)
 
 
-# each layer kind alone: (constructor, input shape, expected "changed")
+HANDLED, UNHANDLED = True, False
+# each layer kind alone: (constructor, input shape, expected "handled"); every one changes
 LAYERS = [
-    ("conv2d_same_3x3", lambda: keras.layers.Conv2D(3, 3, padding="same"), (2, 9, 8, 2), True),
-    ("conv2d_valid_3x3", lambda: keras.layers.Conv2D(3, 3, padding="valid"), (2, 9, 8, 2), True),
+    ("conv2d_same_3x3", lambda: keras.layers.Conv2D(3, 3, padding="same"), (2, 9, 8, 2),
+     HANDLED),
+    ("conv2d_valid_3x3", lambda: keras.layers.Conv2D(3, 3, padding="valid"), (2, 9, 8, 2),
+     HANDLED),
     ("conv2d_same_even_4x2", lambda: keras.layers.Conv2D(3, (4, 2), padding="same"),
-     (1, 9, 8, 2), True),
+     (1, 9, 8, 2), HANDLED),
     ("conv2d_bias_relu", lambda: keras.layers.Conv2D(3, 3, padding="same", activation="relu"),
-     (1, 8, 8, 2), True),
-    ("conv3d_same_3", lambda: keras.layers.Conv3D(2, 3, padding="same"), (1, 6, 5, 4, 2), True),
+     (1, 8, 8, 2), HANDLED),
+    ("conv3d_same_3", lambda: keras.layers.Conv3D(2, 3, padding="same"), (1, 6, 5, 4, 2),
+     HANDLED),
     ("conv3d_valid_2x3x1", lambda: keras.layers.Conv3D(2, (2, 3, 1), padding="valid"),
-     (1, 6, 5, 4, 2), True),
+     (1, 6, 5, 4, 2), HANDLED),
     ("conv2d_stride2", lambda: keras.layers.Conv2D(3, 7, strides=2, padding="same"),
-     (1, 16, 16, 3), True),
+     (1, 16, 16, 3), HANDLED),
     ("conv2d_dilation2", lambda: keras.layers.Conv2D(3, 3, dilation_rate=2, padding="same"),
-     (1, 12, 12, 2), True),
-    ("conv2d_1x1", lambda: keras.layers.Conv2D(3, 1), (1, 8, 8, 2), True),
+     (1, 12, 12, 2), HANDLED),
+    ("conv2d_1x1", lambda: keras.layers.Conv2D(3, 1), (1, 8, 8, 2), HANDLED),
     ("conv3d_transpose_2_2", lambda: keras.layers.Conv3DTranspose(2, 2, strides=2),
-     (1, 4, 4, 4, 2), False),
+     (1, 4, 4, 4, 2), HANDLED),
+    ("conv2d_transpose_3_2", lambda: keras.layers.Conv2DTranspose(2, 3, strides=2,
+                                                                   padding="same"),
+     (1, 5, 4, 2), UNHANDLED),
+    ("depthwise_conv2d", lambda: keras.layers.DepthwiseConv2D(3, padding="same"),
+     (1, 6, 7, 2), UNHANDLED),
+    ("separable_conv2d", lambda: keras.layers.SeparableConv2D(3, 3), (1, 6, 7, 2), UNHANDLED),
 ]
 
 
-@pytest.mark.parametrize("name,make,shape,changed", LAYERS, ids=[c[0] for c in LAYERS])
-def test_each_layer_kind_same_outputs_and_gradients_in_float64(name, make, shape, changed):
+@pytest.mark.parametrize("name,make,shape,handled", LAYERS, ids=[c[0] for c in LAYERS])
+def test_each_layer_kind_same_outputs_and_gradients_in_float64(name, make, shape, handled):
     def build():
         inputs = keras.Input(shape[1:])
         return keras.Model(inputs, make()(inputs))
 
     plain, friendly, x = _twin(build, shape)
-    changes = partition_friendly(friendly)
-    assert [c.changed for c in changes] == [changed]
+    changes = partition_friendly(friendly, warn=False)
+    assert [(c.changed, c.handled) for c in changes] == [(True, handled)]
     _assert_same_step(plain, friendly, x)
 
 
@@ -107,7 +117,8 @@ def test_unet_changes_name_each_layer_and_keep_the_step():
     plain, friendly, x = _twin(_unet, (1, 8, 8, 8, 1))
     changes = partition_friendly(friendly)
     assert {c.path: c.changed for c in changes} == {
-        "unet/down": True, "unet/bn": False, "unet/pool": True, "unet/bottom": True, "unet/up": False,
+        "unet/down": True, "unet/bn": False, "unet/pool": True, "unet/bottom": True,
+        "unet/up": True,
         "unet/merge": True, "unet/head": True}
     assert all(isinstance(c, Change) and c.handled and c.why for c in changes)
     assert "unet/merge: Conv3D -> Conv3D computing its kernel gradient" in str(changes[5])
@@ -223,7 +234,7 @@ class _CustomConv(keras.layers.Conv2D):
         return super().convolution_op(inputs, kernel * 2.0)
 
 
-def test_layers_it_cannot_handle_are_named_and_left_alone():
+def test_layers_it_cannot_handle_are_named_and_only_ordered():
     inputs = keras.Input((8, 8, 2))
     x = _CustomConv(2, 3, padding="same", name="custom")(inputs)
     x = keras.layers.DepthwiseConv2D(3, padding="same", name="depthwise")(x)
@@ -232,8 +243,10 @@ def test_layers_it_cannot_handle_are_named_and_left_alone():
     custom_op = model.get_layer("custom").convolution_op
     with pytest.warns(PartitionFriendlyWarning) as record:
         changes = partition_friendly(model)
-    assert [(c.path, c.changed, c.handled) for c in changes] == [
-        ("m/custom", False, False), ("m/depthwise", False, False), ("m/grouped", False, False)]
+    assert [(c.path, c.after, c.handled) for c in changes] == [
+        (f"m/{name}", f"{kind} with its weight gradients made to wait for its input gradient",
+         False) for name, kind in (("custom", "_CustomConv"), ("depthwise", "DepthwiseConv2D"),
+                                   ("grouped", "Conv2D"))]
     message = str(record[0].message)
     for text in ("m/custom: _CustomConv: its class overrides convolution_op",
                  "m/depthwise: DepthwiseConv2D: transposed, depthwise and separable",
@@ -245,11 +258,25 @@ def test_layers_it_cannot_handle_are_named_and_left_alone():
         partition_friendly(model, warn=False)
 
 
-def test_channels_first_is_left_alone():
+@pytest.mark.parametrize("make", [lambda: _CustomConv(3, 3, padding="same"),
+                                  lambda: keras.layers.Conv2D(4, 3, padding="same", groups=2)],
+                         ids=["custom_convolution_op", "grouped"])
+def test_a_layer_it_can_only_order_keeps_its_step_in_float64(make):
+    def build():
+        inputs = keras.Input((7, 6, 2))
+        return keras.Model(inputs, make()(inputs))
+
+    plain, friendly, x = _twin(build, (2, 7, 6, 2))
+    [change] = partition_friendly(friendly, warn=False)
+    assert (change.changed, change.handled) == (True, False)
+    _assert_same_step(plain, friendly, x)
+
+
+def test_channels_first_is_only_ordered():
     layer = keras.layers.Conv2D(2, 3, padding="same", data_format="channels_first", name="cf")
     layer.build((1, 2, 8, 8))
     [change] = partition_friendly(layer, warn=False)
-    assert (change.changed, change.handled) == (False, False)
+    assert (change.changed, change.handled) == (True, False)
     assert "channels_first" in change.why
 
 

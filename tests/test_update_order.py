@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from spatial_tf.update_order import (after, is_ordered, ordered_convolution, ordered_loss,
-                                     ordered_regularizer)
+from spatial_tf.update_order import (after, is_ordered, ordered_call, ordered_convolution,
+                                     ordered_loss, ordered_regularizer)
 
 RNG = np.random.default_rng(0)
 
@@ -74,6 +74,73 @@ def test_the_ordered_kernel_gradient_depends_on_the_input_gradient():
                         if op.type == "Conv2DBackpropInput"]
     assert backprop_input in _ancestors(graph.outputs[1])
     assert backprop_input.name.startswith("gradient_tape/")  # traced to the convolution
+
+
+def _float64_layer(make, input_shape):
+    layer = make(dtype="float64")
+    layer.build(input_shape)
+    for v in layer.trainable_variables:
+        v.assign(RNG.normal(size=v.shape))
+    return layer
+
+
+CALLS = [
+    ("conv3d_transpose", lambda **k: keras.layers.Conv3DTranspose(3, 2, strides=2, **k),
+     (1, 3, 4, 3, 2)),
+    ("conv2d_transpose_3x3_stride2",
+     lambda **k: keras.layers.Conv2DTranspose(3, 3, strides=2, padding="same", **k),
+     (2, 5, 4, 2)),
+    ("separable_conv2d", lambda **k: keras.layers.SeparableConv2D(4, 3, **k), (1, 7, 6, 2)),
+]
+
+
+@pytest.mark.parametrize("make,shape", [c[1:] for c in CALLS], ids=[c[0] for c in CALLS])
+def test_ordered_call_has_tensorflows_values_and_weight_gradients(make, shape):
+    layer = _float64_layer(make, shape)
+    x = tf.constant(RNG.normal(size=shape))
+
+    def results(call):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = call(x)
+            loss = tf.reduce_sum(y * tf.cos(y))
+        return [y] + tape.gradient(loss, [x] + layer.trainable_variables)
+
+    expected = results(layer)
+    assert len(expected) == 2 + len(layer.trainable_variables) and None not in expected
+    for got in (results(lambda x: ordered_call(layer, x)),
+                tf.function(results)(lambda x: ordered_call(layer, x))):
+        for a, b in zip(got, expected):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_the_ordered_calls_weight_gradients_depend_on_the_input_gradient():
+    layer = keras.layers.Conv2DTranspose(4, 2, strides=2)
+    layer.build((1, 4, 4, 2))
+
+    def grads(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = ordered_call(layer, x)
+        return tape.gradient(y, [x] + layer.trainable_variables)
+
+    graph = tf.function(grads).get_concrete_function(tf.TensorSpec([1, 4, 4, 2])).graph
+    [input_gradient] = [op for op in graph.get_operations() if op.type == "Conv2D"]
+    for kernel_or_bias in graph.outputs[1:]:
+        assert input_gradient in _ancestors(kernel_or_bias)
+    assert input_gradient.name.startswith("gradient_tape/")  # traced to the layer
+
+
+def test_ordered_call_of_an_input_without_gradient_leaves_the_weight_gradients():
+    layer = keras.layers.Conv2DTranspose(2, 2, strides=2)
+    layer.build((1, 3, 3, 1))
+    x = tf.ones((1, 3, 3, 1), tf.int32)  # an integer input has no gradient
+
+    with tf.GradientTape() as tape:
+        y = ordered_call(lambda x: layer(tf.cast(x, tf.float32)), x)
+    expected = tf.reduce_sum(tf.ones((1, 3, 3, 1)))  # each kernel tap sees every input once
+    np.testing.assert_allclose(tape.gradient(y, layer.kernel.value).numpy(),
+                               np.full((2, 2, 2, 1), expected.numpy()))
 
 
 def _l2(v):

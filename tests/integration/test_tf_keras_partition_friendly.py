@@ -31,6 +31,8 @@ def _model(dtype):
     inputs = tf_keras.Input((8, 8, 2), dtype=dtype)
     x = _Block(name="block", dtype=dtype)(inputs)
     x = tf_keras.layers.Conv2D(2, 3, strides=2, padding="same", name="down", dtype=dtype)(x)
+    x = tf_keras.layers.Conv2DTranspose(2, 2, strides=2, name="up", dtype=dtype)(x)
+    x = tf_keras.layers.DepthwiseConv2D(3, padding="same", name="depthwise", dtype=dtype)(x)
     return tf_keras.Model(inputs, x, name="net")
 
 
@@ -45,9 +47,13 @@ def _step(model, x):
 def test_fused_batch_norm_and_convs_in_lists_are_changed_and_named():
     model = _model("float32")
     model(tf.zeros((1, 8, 8, 2)), training=True)  # tf_keras decides fused=None at build
-    changes = {c.path: c for c in partition_friendly(model)}
+    changes = {c.path: c for c in partition_friendly(model, warn=False)}
     assert {path for path, c in changes.items() if c.changed} == {
-        "net/block/conv0", "net/block/conv1", "net/block/bn0", "net/block/bn1", "net/down"}
+        "net/block/conv0", "net/block/conv1", "net/block/bn0", "net/block/bn1", "net/down",
+        "net/up", "net/depthwise"}
+    assert [path for path, c in changes.items() if not c.handled] == ["net/depthwise"]
+    assert changes["net/up"].after == ("Conv2DTranspose with its weight gradients made to "
+                                       "wait for its input gradient")
     assert changes["net/block/bn0"].before == "BatchNormalization(fused=True)"
     assert changes["net/block/bn0"].after == "BatchNormalization(fused=False)"
     assert changes["net/down"].after == "Conv2D with its kernel gradient made to wait for " \
@@ -59,7 +65,7 @@ def test_same_results_gradients_and_checkpoint_keys(tmp_path):
     plain, friendly = _model("float32"), _model("float32")
     friendly.set_weights(plain.get_weights())
     before = tf.train.Checkpoint(model=friendly).write(str(tmp_path / "before"))
-    partition_friendly(friendly)
+    partition_friendly(friendly, warn=False)
     after = tf.train.Checkpoint(model=friendly).write(str(tmp_path / "after"))
     assert sorted(tf.train.list_variables(before)) == sorted(tf.train.list_variables(after))
     x = tf.constant(np.random.default_rng(0).normal(size=(2, 8, 8, 2)), tf.float32)
@@ -74,7 +80,7 @@ def test_convolutions_agree_in_float64():
     # tf_keras' fused batch norm has no float64 kernel: float64 models build it unfused
     plain, friendly = _model("float64"), _model("float64")
     friendly.set_weights(plain.get_weights())
-    partition_friendly(friendly)
+    partition_friendly(friendly, warn=False)
     x = tf.constant(np.random.default_rng(1).normal(size=(2, 8, 8, 2)), tf.float64)
     (y0, g0), (y1, g1) = _step(plain, x), _step(friendly, x)
     assert all(v.dtype == tf.float64 for v in friendly.weights)
