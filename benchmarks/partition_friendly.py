@@ -23,6 +23,9 @@ measurements.
     python benchmarks/partition_friendly.py --model resnet2d  # 4 cores
     python benchmarks/partition_friendly.py --size 32         # quicker
     python benchmarks/partition_friendly.py --loss keras --warnings  # each gather's fix
+    # XLA's CSE off too: the SPMD partitioner's boundary masks are then recomputed at
+    # each use instead of held through the step (not the emulator's memory model)
+    python benchmarks/partition_friendly.py --disable-hlo-passes cpu-all-reduce-combiner,cse
 """
 import argparse
 import os
@@ -97,7 +100,12 @@ def main(argv=None):
                    help="unet3d's loss: spatial_tf.losses' or Keras' sparse cross-entropy")
     p.add_argument("--warnings", action="store_true",
                    help="also print each report's gather warnings (op, line, fix)")
+    p.add_argument("--disable-hlo-passes", default=None, metavar="PASSES",
+                   help="XLA passes to skip in every compile, comma-separated (default: the "
+                        "emulator's, spatial_tf.emulator._xla.TPU_LIKE_OPTIONS)")
     args = p.parse_args(argv)
+    options = (None if args.disable_hlo_passes is None
+               else {"xla_disable_hlo_passes": args.disable_hlo_passes})
 
     import keras
     import numpy as np
@@ -125,12 +133,13 @@ def main(argv=None):
         labels = tf.constant(rng.integers(0, classes, (batch,)), tf.int32)
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     print(f"{args.model} at {size}, batch {batch}, {cores} emulated cores, loss "
-          f"{args.loss if args.model == 'unet3d' else 'keras'}", flush=True)
+          f"{args.loss if args.model == 'unet3d' else 'keras'}"
+          + (f", XLA passes off: {args.disable_hlo_passes}" if options else ""), flush=True)
 
     rows = []
     for form in ("as written", "partition_friendly"):
         for spec in SPECS[args.model]:
-            emulator = spatial_tf.Emulator(cores)
+            emulator = spatial_tf.Emulator(cores, compiler_options=options)
             with emulator.scope():
                 keras.utils.set_random_seed(0)
                 model = keras_unet3d(size) if args.model == "unet3d" else keras_resnet2d(size)
