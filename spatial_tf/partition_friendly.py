@@ -16,7 +16,8 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
   the update's gradient depends on, not after the others: a convolution's input gradient
   and a weight regularizer's value read the kernel too, so XLA keeps a copy of the kernel
   for them (``spatial_tf.update_order``). Making the kernel's gradient depend on them
-  orders the update last.
+  orders the update last. Every convolution gets the order; transposed, depthwise and
+  separable ones, which have no ``convolution_op``, around their whole call.
 
 ``partition_friendly(model)`` changes all three in place, on the layer objects the model (or a
 framework such as Model Garden's trainer) already holds: no layer is replaced, so weights,
@@ -92,10 +93,10 @@ class Change:
     Attributes:
       path: the layer's path from the model (``"model/block_1/conv2d"``).
       before: the layer's class.
-      after: what it computes now, or ``"unchanged"`` (then ``why`` says why, and
-        ``handled`` says whether the layer already keeps the split).
+      after: what it computes now, or ``"unchanged"`` (then ``why`` says why).
       why: the reason.
-      handled: False for a layer that may still gather or keep halo copies.
+      handled: False for a layer that may still gather or keep halo copies, changed
+        (only ordered) or not.
     """
 
     path: str
