@@ -19,32 +19,16 @@ import numbers
 import re
 from typing import Any, Optional
 
+from spatial_tf.topology.generations import GENERATIONS, generation
+
 __all__ = ["Budget", "parse_budget", "HBM_PER_DEVICE", "RESERVE_FRACTION", "GiB"]
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
-# generation -> (HBM bytes per device, what a device is, public source)
-HBM_PER_DEVICE = {
-    # 16 GiB per chip, two TensorCores with 8 GiB each:
-    # https://cloud.google.com/tpu/docs/system-architecture-tpu-vm (TPU v2 section)
-    "v2": (8 * GiB, "TensorCore (2 per chip, 16 GiB per chip)"),
-    # "HBM2 capacity and bandwidth: 32 GiB" per chip, two TensorCores per chip:
-    # https://cloud.google.com/tpu/docs/v3
-    "v3": (16 * GiB, "TensorCore (2 per chip, 32 GiB per chip)"),
-    # "HBM2 capacity and bandwidth: 32 GiB" per chip; one device per chip (megacore):
-    # https://cloud.google.com/tpu/docs/v4
-    "v4": (32 * GiB, "chip (megacore: 2 TensorCores as one device)"),
-    # "HBM capacity per chip: 16 GB", one TensorCore per chip:
-    # https://cloud.google.com/tpu/docs/v5e
-    "v5e": (16 * GiB, "chip (1 TensorCore)"),
-    # "HBM capacity per chip (GiB): 95"; one device per chip (megacore):
-    # https://cloud.google.com/tpu/docs/v5p
-    "v5p": (95 * GiB, "chip (megacore: 2 TensorCores as one device)"),
-    # "HBM capacity per chip: 32 GB", one TensorCore per chip:
-    # https://cloud.google.com/tpu/docs/v6e
-    "v6e": (32 * GiB, "chip (1 TensorCore)"),
-}
-_ALIASES = {"v5litepod": "v5e", "v5lite": "v5e", "trillium": "v6e"}
+# generation -> (HBM bytes per device, what a device is), from the one record per
+# generation (spatial_tf.topology.generations, which cites the sources)
+HBM_PER_DEVICE = {g.name: (g.hbm_per_device, g.device) for g in GENERATIONS.values()}
+
 
 # Kept free of a generation's HBM for what the step's own buffers do not include: the
 # TPU runtime and program, infeed/outfeed buffers and fragmentation. A planning margin
@@ -122,15 +106,24 @@ def parse_budget(value: Any, reserve: Optional[float] = None) -> Budget:
         if count <= 0:
             raise ValueError(f"budget is {value!r}; expected a positive size. Fix: {_FIX}")
         return _make(count, reserve or 0.0, value.strip())
-    match = _SLICE.match(value.lower())
-    generation = match and _ALIASES.get(match.group(1), match.group(1))
-    if generation not in HBM_PER_DEVICE:
+    record = _generation_of(value)
+    if record is None:
         raise ValueError(f"budget is {value!r}; expected a size or a TPU generation or slice. "
                          f"Fix: {_FIX}")
-    device_bytes, device = HBM_PER_DEVICE[generation]
+    device_bytes, device = HBM_PER_DEVICE[record.name]
     budget = _make(device_bytes, RESERVE_FRACTION if reserve is None else reserve,
                    value.strip().lower())
     return dataclasses.replace(budget, device=device)
+
+
+def _generation_of(value):
+    """The generation record a budget string names (``"v3"``, ``"v3-8"``), or None."""
+    if _SLICE.match(value.lower()) is None:
+        return None
+    try:
+        return generation(value)
+    except ValueError:
+        return None
 
 
 def _make(device_bytes, reserve, name):

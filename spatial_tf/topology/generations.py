@@ -1,0 +1,123 @@
+"""One record per TPU generation: what every table of spatial_tf reads about a generation.
+
+Budgets (HBM per device), the TPU compiler's compile-only targets (the libtpu topology
+to compile for) and the help texts read ``GENERATIONS``; a new generation is one record
+here. Sources are Cloud TPU's system-architecture pages (one per generation) and, for
+the libtpu topology names, ``jax.experimental.topologies.get_topology_desc`` with libtpu
+0.0.42.1 (each name below returned compile-only devices of that kind on a CPU machine).
+
+>>> generation("v5litepod").name, generation("V3").hbm_per_device // 2**30
+('v5e', 16)
+>>> generation("tpu7x").tensorflow is None          # no TensorFlow runtime on Ironwood
+True
+>>> generation("v3").topology_for(16)               # 16 TensorCores: a 4x4 chip mesh
+'v3:4x4'
+"""
+import dataclasses
+from typing import Dict, Optional, Tuple
+
+__all__ = ["Generation", "GENERATIONS", "generation", "names"]
+
+GiB = 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """What spatial_tf knows of one TPU generation.
+
+    Attributes:
+      name: canonical name (``"v5e"``); ``aliases``: other names users type.
+      devices_per_chip: devices TensorFlow sees per chip (a device runs one logical core).
+      compile_devices_per_chip: devices libtpu's compile-only client lists per chip.
+      device: what a device is on this generation.
+      hbm_per_device: HBM bytes per device, as Cloud TPU documents it.
+      topologies: libtpu compile-only topology names, smallest first (what
+        ``topology_for`` picks from).
+      tensorflow: the newest TensorFlow runtime Cloud TPU documents for it, or None when
+        Cloud TPU documents none (a compile target only).
+      source: where the figures come from.
+    """
+
+    name: str
+    aliases: Tuple[str, ...]
+    devices_per_chip: int
+    compile_devices_per_chip: int
+    device: str
+    hbm_per_device: int
+    topologies: Tuple[str, ...]
+    tensorflow: Optional[str]
+    source: str
+
+    def topology_for(self, num_devices: int) -> str:
+        """The smallest libtpu topology with at least ``num_devices`` devices."""
+        for topology in self.topologies:
+            if _devices_of(self, topology) >= num_devices:
+                return topology
+        raise ValueError(
+            f"TPU {self.name}: no compile-only topology holds {num_devices} devices; the "
+            f"largest, {self.topologies[-1]}, holds {_devices_of(self, self.topologies[-1])}. "
+            f"Fix: fewer cores per replica."
+        )
+
+
+def _devices_of(gen, topology):
+    chips = 1
+    for n in topology.split(":")[1].split("x"):
+        chips *= int(n)
+    return chips * gen.compile_devices_per_chip
+
+
+_2D = ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16")
+_3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8")
+
+_RECORDS = [
+    Generation("v2", (), 2, 2, "TensorCore (2 per chip, 16 GiB per chip)", 8 * GiB,
+            tuple(f"v2:{t}" for t in ("2x2", "4x4", "8x8")), "2.x (retired)",
+            "cloud.google.com/tpu/docs/system-architecture-tpu-vm (TPU v2)"),
+    Generation("v3", (), 2, 2, "TensorCore (2 per chip, 32 GiB per chip)", 16 * GiB,
+            tuple(f"v3:{t}" for t in ("2x2", "4x4", "8x8")), "2.x",
+            "cloud.google.com/tpu/docs/v3: 32 GiB HBM2 per chip, 2 TensorCores"),
+    # v4: TensorFlow sees one device per chip (megacore); libtpu's compile-only client
+    # lists each TensorCore as a device (v4:2x2x1 has 8)
+    Generation("v4", (), 1, 2, "chip (megacore: 2 TensorCores as one device)", 32 * GiB,
+            tuple(f"v4:{t}" for t in _3D[:5]), "2.x",
+            "cloud.google.com/tpu/docs/v4: 32 GiB HBM2 per chip, megacore"),
+    Generation("v5e", ("v5litepod", "v5lite"), 1, 1, "chip (1 TensorCore)", 16 * GiB,
+            tuple(f"v5e:{t}" for t in _2D), "2.18",
+            "cloud.google.com/tpu/docs/v5e: 16 GB HBM per chip, 1 TensorCore"),
+    Generation("v5p", (), 1, 1, "chip (megacore: 2 TensorCores as one device)", 95 * GiB,
+            tuple(f"v5p:{t}" for t in _3D), "2.x",
+            "cloud.google.com/tpu/docs/v5p: 95 GiB HBM per chip, megacore"),
+    Generation("v6e", ("trillium",), 1, 1, "chip (1 TensorCore)", 32 * GiB,
+            tuple(f"v6e:{t}" for t in _2D), None,
+            "cloud.google.com/tpu/docs/v6e: 32 GB HBM per chip, 1 TensorCore; its "
+            "training guides are JAX and PyTorch only"),
+    Generation("tpu7x", ("ironwood", "v7x"), 2, 2, "device (2 per chip, 192 GiB per chip)",
+            96 * GiB, tuple(f"tpu7x:{t}" for t in _3D[:5]), None,
+            "cloud.google.com/tpu/docs/tpu7x: 192 GiB HBM per chip, 2 devices; "
+            "TensorFlow is not supported"),
+]
+GENERATIONS: Dict[str, Generation] = {r.name: r for r in _RECORDS}
+_BY_NAME = {alias: g for g in GENERATIONS.values() for alias in (g.name,) + g.aliases}
+
+
+def names() -> str:
+    """The canonical names, for messages and help texts: ``'v2, v3, ..., tpu7x'``."""
+    return ", ".join(GENERATIONS)
+
+
+def generation(name: str) -> Generation:
+    """The record of generation ``name`` (case and aliases folded; a slice suffix such as
+    ``-8`` is ignored: ``"v3-8"`` is v3).
+
+    Raises:
+      ValueError: an unknown generation, naming the known ones.
+    """
+    key = str(name).strip().lower()
+    found = _BY_NAME.get(key) or _BY_NAME.get(key.rsplit("-", 1)[0] if "-" in key else key)
+    if found is None:
+        raise ValueError(
+            f"unknown TPU generation {name!r}; expected one of {names()} (or a slice of "
+            f"one, e.g. 'v3-8'). Fix: use one of these names."
+        )
+    return found
