@@ -4,16 +4,43 @@
 per-core memory and communication, ``compare`` checks the partitioned run against the
 unpartitioned one. jax/jaxlib (``pip install "spatial-tf[emulator]"``) are imported at
 the first ``Emulator``; ``configure`` sets how many virtual devices jax starts with.
+Names are imported on first use, so the TPU compiler's worker process
+(``spatial_tf.emulator._xla_tpu``) starts without TensorFlow.
 
 >>> import tensorflow as tf, spatial_tf
+>>> from spatial_tf.emulator import Emulator
 >>> emulator = Emulator(num_cores_per_replica=2)
 >>> step = lambda x: tf.reduce_sum(spatial_tf.split(x, [1, 2]) ** 2)
 >>> float(emulator.run(step, args=(tf.ones([4, 8]),)))
 32.0
 """
-from spatial_tf.emulator._xla import DEFAULT_CPU_DEVICES, DEVICES_ENV, configure
-from spatial_tf.emulator.errors import CompileError
-from spatial_tf.emulator.strategy import Emulator
-from spatial_tf.emulator import parity, report  # noqa: E402,F401  (spatial_tf.emulator.parity)
+import importlib
 
 __all__ = ["Emulator", "configure", "CompileError"]
+
+# public name -> module that defines it
+_EXPORTS = {
+    "Emulator": "spatial_tf.emulator.strategy",
+    "CompileError": "spatial_tf.emulator.errors",
+    "configure": "spatial_tf.emulator._xla",
+    "DEFAULT_CPU_DEVICES": "spatial_tf.emulator._xla",
+    "DEVICES_ENV": "spatial_tf.emulator._xla",
+}
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:  # a submodule: spatial_tf.emulator.parity, .report, ...
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -136,6 +136,7 @@ def configure(num_devices, *, only_if_unset=False):
             _check_enough(j, int(num_devices))
             return
         j.jax.config.update("jax_num_cpu_devices", int(num_devices))
+        _cpu_only(j)
 
 
 def _default_count():
@@ -163,7 +164,16 @@ def cpu_devices(n):
             )
             if not user_set:
                 j.jax.config.update("jax_num_cpu_devices", max(n, _default_count()))
+            _cpu_only(j)
         return _check_enough(j, n)
+
+
+def _cpu_only(j):
+    """Start jax's CPU backend alone unless the user chose platforms (``JAX_PLATFORMS``):
+    the emulator runs on CPU, and with libtpu installed (for the TPU compile target) jax
+    would also try to start a TPU backend, with warnings about TPU hosts it cannot find."""
+    if not os.environ.get("JAX_PLATFORMS"):
+        j.jax.config.update("jax_platforms", "cpu")
 
 
 def _check_enough(j, n):
@@ -203,21 +213,12 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
     xc = j.xla_client
     devices = cpu_devices(num_replicas * num_partitions)
     module = xc._xla.mlir.hlo_to_stablehlo(hlo_module_proto)
-    options = xc.CompileOptions()
+    free_in, propagate_out = propagation(hlo_module_proto, num_replicas, whole_parameters,
+                                         whole_results)
+    options = compile_options(num_partitions, num_replicas, free_in, propagate_out)
     build = options.executable_build_options
-    build.num_partitions = num_partitions
-    build.num_replicas = num_replicas
-    build.use_spmd_partitioning = num_partitions > 1
-    build.device_assignment = xc.DeviceAssignment.create(
-        np.arange(num_replicas * num_partitions).reshape(num_replicas, num_partitions)
-    )
     propagate = num_replicas == 1
     parameters, results = entry_dimensions(hlo_module_proto)
-    free_in = [propagate and i not in whole_parameters for i in range(len(parameters))]
-    build.allow_spmd_sharding_propagation_to_parameters = free_in or [propagate]
-    # XLA honours this flag for all results or none, so a program that updates variables
-    # returns every result whole (a train step's loss and metrics are whole anyway)
-    build.allow_spmd_sharding_propagation_to_output = [propagate and not whole_results]
     overrides = {**TPU_LIKE_OPTIONS, **(compiler_options or {})}
     options.env_option_overrides = list(overrides.items())  # typed values
     backend = j.jax.extend.backend.get_backend("cpu")
@@ -237,6 +238,39 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
             compiled = Compiled(backend.compile_and_load(module, devices, options), devices,
                                 num_replicas=num_replicas)
     return compiled
+
+
+def compile_options(num_partitions, num_replicas, free_in, propagate_out):
+    """XLA's ``CompileOptions`` for ``num_replicas x num_partitions`` devices, whatever the
+    backend (``compile_module`` and the TPU compiler's worker, ``_xla_tpu``, share them).
+
+    ``free_in[i]``: parameter ``i`` takes the sharding XLA propagates (else it is whole
+    on every core, or as annotated); ``propagate_out``: results take propagated shardings.
+    """
+    xc = _load().xla_client
+    options = xc.CompileOptions()
+    build = options.executable_build_options
+    build.num_partitions = num_partitions
+    build.num_replicas = num_replicas
+    build.use_spmd_partitioning = num_partitions > 1
+    build.device_assignment = xc.DeviceAssignment.create(
+        np.arange(num_replicas * num_partitions).reshape(num_replicas, num_partitions)
+    )
+    build.allow_spmd_sharding_propagation_to_parameters = list(free_in)
+    build.allow_spmd_sharding_propagation_to_output = [bool(propagate_out)]
+    return options
+
+
+def propagation(hlo_module_proto, num_replicas=1, whole_parameters=(), whole_results=()):
+    """``(free_in, propagate_out)`` for ``compile_options``: with one replica, parameters
+    not in ``whole_parameters`` take propagated shardings; results do unless the program
+    writes variables (``whole_results``: XLA honours the flag for all results or none, so
+    a program that updates variables returns every result whole; a train step's loss and
+    metrics are whole anyway)."""
+    propagate = num_replicas == 1
+    parameters, _ = entry_dimensions(hlo_module_proto)
+    free_in = [propagate and i not in whole_parameters for i in range(len(parameters))]
+    return free_in or [propagate], propagate and not whole_results
 
 
 def hlo_module_text(hlo_module_proto):
