@@ -25,6 +25,10 @@ True
 ['all-reduce']
 >>> compiled is emulator.compile(step, (tf.ones([4, 64]),))
 True
+
+``compile(target="v5e")`` compiles the same traced program with XLA's TPU compiler for
+that TPU generation instead (``TpuCompiledStep``: the TPU's per-core memory, its HBM
+verdict and cost analysis; ``tpu_compile``), with libtpu installed and no TPU needed.
 """
 import threading
 from typing import List, Optional
@@ -32,7 +36,7 @@ from typing import List, Optional
 from spatial_tf.emulator.executable import Program
 from spatial_tf.emulator.hlo_text import GATHER_KINDS, Collective, collectives
 
-__all__ = ["Lowered", "CompiledStep"]
+__all__ = ["Lowered", "CompiledStep", "TpuCompiledStep"]
 
 class Lowered:
     """One replica's step traced for one call signature, not yet compiled.
@@ -49,6 +53,7 @@ class Lowered:
         self.num_replicas = emulator.num_replicas
         self.compiler_options = emulator.compiler_options
         self._compiled = None
+        self._on_tpu: dict = {}
         self._lock = threading.Lock()
 
     def hlo_text(self) -> str:
@@ -57,19 +62,63 @@ class Lowered:
 
         return _xla.hlo_module_text(self.traced.hlo)
 
-    def compile(self) -> "CompiledStep":
-        """Partition and compile for the emulator's cores (once; later calls return it)."""
+    def compile(self, target=None, *, timeout: Optional[float] = None):
+        """Partition and compile for the emulator's cores (once; later calls return it).
+
+        With ``target`` (a TPU generation or slice: ``"v3"``, ``"v5e"``, ``"v4-8"``),
+        compile it with XLA's TPU compiler for that TPU instead and return a
+        ``TpuCompiledStep`` (compile-only: it gives figures, it cannot run); ``timeout``
+        stops a TPU compile after that many seconds. See ``tpu_compile``.
+        """
+        if target is not None:
+            return self._compile_for_tpu(target, timeout)
         with self._lock:
             if self._compiled is None:
                 self._compiled = CompiledStep(self)
             return self._compiled
+
+    def _compile_for_tpu(self, target, timeout):
+        from spatial_tf.emulator.tpu_compile import tpu_target
+
+        target = tpu_target(target)
+        with self._lock:
+            if target.name not in self._on_tpu:
+                self._on_tpu[target.name] = TpuCompiledStep(self, target, timeout)
+            return self._on_tpu[target.name]
 
     @property
     def is_compiled(self) -> bool:
         return self._compiled is not None
 
 
-class CompiledStep:
+class _ProgramText:
+    """The partitioned program's text and the collectives read from it, read once."""
+
+    _hlo_text: Optional[str] = None
+    _collectives: Optional[List[Collective]] = None
+
+    def _read_hlo_text(self) -> str:
+        raise NotImplementedError
+
+    def hlo_text(self) -> str:
+        """The partitioned, optimized program as XLA prints it (printed once)."""
+        if self._hlo_text is None:
+            self._hlo_text = self._read_hlo_text()
+        return self._hlo_text
+
+    def collectives(self) -> List[Collective]:
+        """Every collective of the partitioned program, in program order, per core, with
+        the TensorFlow op it came from (``op_name``); read from the HLO text once."""
+        if self._collectives is None:
+            self._collectives = collectives(self.hlo_text())
+        return list(self._collectives)
+
+    def gathers(self, min_bytes: int = 0) -> List[Collective]:
+        """The all-gathers and all-to-alls of at least ``min_bytes`` per core."""
+        return [c for c in self.collectives() if c.kind in GATHER_KINDS and c.bytes >= min_bytes]
+
+
+class CompiledStep(_ProgramText):
     """A step compiled for ``num_replicas`` x ``num_cores_per_replica`` virtual devices.
 
     Attributes:
@@ -87,8 +136,6 @@ class CompiledStep:
         )
         self._unpartitioned = None
         self._float64 = {}
-        self._hlo_text: Optional[str] = None
-        self._collectives: Optional[List[Collective]] = None
 
     @property
     def compile_seconds(self) -> float:
@@ -99,28 +146,15 @@ class CompiledStep:
         program) by kind, and ``peak``; see ``Program.memory``."""
         return (self.program if partitioned else self.unpartitioned).memory()
 
-    def hlo_text(self) -> str:
-        """The partitioned, optimized program as XLA prints it (printed once)."""
-        if self._hlo_text is None:
-            self._hlo_text = self.program.compiled.hlo_text()
-        return self._hlo_text
+    def _read_hlo_text(self) -> str:
+        return self.program.compiled.hlo_text()
 
-    def collectives(self) -> List[Collective]:
-        """Every collective of the partitioned program, in program order, per core, with
-        the TensorFlow op it came from (``op_name``); read from the HLO text once."""
-        if self._collectives is None:
-            self._collectives = collectives(self.hlo_text())
-        return list(self._collectives)
-
-    def gathers(self, min_bytes: int = 0) -> List[Collective]:
-        """The all-gathers and all-to-alls of at least ``min_bytes`` per core."""
-        return [c for c in self.collectives() if c.kind in GATHER_KINDS and c.bytes >= min_bytes]
-
-    def report(self, gather_threshold_bytes: Optional[int] = None):
-        """The ``Report`` of this step (what ``Emulator.report`` returns)."""
+    def report(self, gather_threshold_bytes: Optional[int] = None, on_tpu=None):
+        """The ``Report`` of this step (what ``Emulator.report`` returns); ``on_tpu``, the
+        same step's ``TpuCompiledStep``, adds that TPU's memory beside XLA:CPU's."""
         from spatial_tf.emulator.report import build_report
 
-        return build_report(self, gather_threshold_bytes)
+        return build_report(self, gather_threshold_bytes, on_tpu)
 
     @property
     def unpartitioned(self) -> Program:
@@ -142,3 +176,75 @@ class CompiledStep:
             )
         return self._float64[partitioned]
 
+
+
+class TpuCompiledStep(_ProgramText):
+    """A step compiled by XLA's TPU compiler for one replica's cores of a TPU generation.
+
+    Compile-only: its figures are the TPU compiler's (``source``), and it cannot run.
+
+    Attributes:
+      traced, trace_seconds: as ``Lowered``'s.
+      target: the ``TpuTarget``.
+      program: the partitioned program's ``TpuProgram`` (``fits``, ``memory``,
+        ``verdict()``, ``cost``, ``compile_seconds``, ``cached``).
+    """
+
+    def __init__(self, lowered, target, timeout=None):
+        self.lowered = lowered
+        self.traced = lowered.traced
+        self.trace_seconds = lowered.trace_seconds
+        self.target = target
+        self._timeout = timeout
+        self.program = self._compile(lowered.num_cores_per_replica)
+        self._unpartitioned = None
+
+    def _compile(self, num_partitions):
+        from spatial_tf.emulator import _xla
+        from spatial_tf.emulator.tpu_compile import compile_for_tpu
+
+        traced = self.traced
+        first_capture = len(traced.arg_specs)
+        free_in, propagate_out = _xla.propagation(
+            traced.hlo, 1, range(first_capture, first_capture + len(traced.captures)),
+            [r for r, _ in traced.writes])
+        return compile_for_tpu(traced.hlo, num_partitions, self.target, name=traced.name,
+                               free_in=free_in, propagate_out=propagate_out,
+                               timeout=self._timeout)
+
+    @property
+    def fits(self) -> bool:
+        """The TPU compiler accepted the partitioned step within one core's HBM."""
+        return self.program.fits
+
+    @property
+    def source(self) -> str:
+        return self.program.source
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.program.compile_seconds
+
+    def memory(self, partitioned: bool = True) -> Optional[dict]:
+        """The TPU compiler's bytes per core by kind and ``peak`` (``partitioned=False``:
+        the step on one core); None when that program does not fit."""
+        return (self.program if partitioned else self.unpartitioned).memory
+
+    def verdict(self, partitioned: bool = True) -> str:
+        return (self.program if partitioned else self.unpartitioned).verdict()
+
+    def cost_analysis(self) -> dict:
+        """The TPU compiler's cost analysis of the partitioned step (per core)."""
+        return dict(self.program.cost)
+
+    @property
+    def unpartitioned(self):
+        """The same step compiled by the TPU compiler for one core (a ``TpuProgram``)."""
+        if self._unpartitioned is None:
+            self._unpartitioned = self._compile(1)
+        return self._unpartitioned
+
+    def _read_hlo_text(self) -> str:
+        if not self.program.fits:
+            return ""  # the compiler stopped at buffer assignment: no program to read
+        return self.program.hlo_text

@@ -10,6 +10,7 @@ gathered (all-gather / all-to-all): the places where the split does not survive.
 """
 import collections
 import dataclasses
+from typing import Optional
 
 from spatial_tf import logs
 from spatial_tf.emulator import op_source, remedies
@@ -36,6 +37,9 @@ class Report:
         order; counts are instructions in the program (a loop body counts once).
       warnings: one line per TensorFlow op whose output gets gathered.
       gather_threshold_bytes: the size from which a gathered tensor is activation-sized.
+      tpu: with a TPU target, what XLA's TPU compiler says of the same step (``target``,
+        ``device_kind``, ``source``, ``partitioned`` / ``unpartitioned`` bytes by kind or
+        None where it does not fit, ``fits``, ``verdict``, ``compile_seconds``); else None.
     """
 
     function: str
@@ -47,6 +51,7 @@ class Report:
     collectives: list
     warnings: list
     gather_threshold_bytes: int
+    tpu: Optional[dict] = None
 
     def by_kind(self):
         """``{kind: {"count": n, "bytes": total, "largest": bytes}}`` over collectives."""
@@ -75,18 +80,25 @@ class Report:
             if self.num_replicas == 1
             else f"{self.num_replicas} replicas x {self.num_cores_per_replica} cores"
         )
-        memory = format_table(
-            ["bytes", "per core", "unpartitioned", "ratio"],
-            [
-                [k, format_bytes(self.partitioned[k]), format_bytes(self.unpartitioned[k]),
+        headers = ["bytes", "per core", "unpartitioned", "ratio"]
+        rows = [[k, format_bytes(self.partitioned[k]), format_bytes(self.unpartitioned[k]),
                  _ratio(self.partitioned[k], self.unpartitioned[k])]
-                for k in MEMORY_KINDS + ("peak",)
-            ],
-            title=f"{self.function} on {layout} ({cores} virtual CPU devices); "
-                  f"compile {self.compile_seconds['partitioned']:.1f} s partitioned, "
-                  f"{self.compile_seconds['unpartitioned']:.1f} s unpartitioned",
-            right=("per core", "unpartitioned", "ratio"),
-        )
+                for k in MEMORY_KINDS + ("peak",)]
+        title = (f"{self.function} on {layout}; XLA:CPU on {cores} virtual CPU devices, "
+                 f"compile {self.compile_seconds['partitioned']:.1f} s partitioned, "
+                 f"{self.compile_seconds['unpartitioned']:.1f} s unpartitioned")
+        if self.tpu:
+            name = f"TPU {self.tpu['target']}"
+            headers += [f"{name} per core", f"{name} unpartitioned", f"{name} ratio"]
+            for row, k in zip(rows, MEMORY_KINDS + ("peak",)):
+                row += _tpu_cells(self.tpu, k)
+            title += f"; {name}: {self.tpu['source']}"
+        memory = format_table(headers, rows, title=title,
+                              right=[h for h in headers if h != "bytes"])
+        if self.tpu:
+            memory += "\n" + "\n".join(
+                f"{name} {which}: {self.tpu['verdict'][which]}"
+                for which in ("partitioned", "unpartitioned"))
         kinds = self.by_kind()
         comm = format_table(
             ["collective", "count", "bytes per core", "largest", "what it is"],
@@ -107,6 +119,35 @@ def _ratio(a, b):
     return f"{a / b:.2f}" if b else "-"
 
 
+def _tpu_cells(tpu, kind):
+    """The TPU columns of one memory row: bytes, or "does not fit" where the compiler
+    refused that program for the device's HBM."""
+    cells = []
+    for which in ("partitioned", "unpartitioned"):
+        memory = tpu[which]
+        if memory is None:
+            cells.append("does not fit" if kind == "peak" else "-")
+        else:
+            cells.append(format_bytes(memory[kind]))
+    both = tpu["partitioned"] and tpu["unpartitioned"]
+    cells.append(_ratio(tpu["partitioned"][kind], tpu["unpartitioned"][kind]) if both else "-")
+    return cells
+
+
+def _tpu_figures(on_tpu):
+    """``Report.tpu`` from a ``TpuCompiledStep``."""
+    programs = {"partitioned": on_tpu.program, "unpartitioned": on_tpu.unpartitioned}
+    return {
+        "target": on_tpu.target.name,
+        "device_kind": on_tpu.program.device_kind,
+        "source": on_tpu.source,
+        **{which: p.memory for which, p in programs.items()},
+        "fits": {which: p.fits for which, p in programs.items()},
+        "verdict": {which: p.verdict() for which, p in programs.items()},
+        "compile_seconds": {which: p.compile_seconds for which, p in programs.items()},
+    }
+
+
 def display_name(name):
     """The name a user gave a step: ``run.<locals>.step_fn`` -> ``step_fn``.
 
@@ -116,10 +157,14 @@ def display_name(name):
     return name.rsplit("<locals>.", 1)[-1]
 
 
-def build_report(step, gather_threshold_bytes=None):
-    """A ``Report`` for a ``CompiledStep`` (see ``Emulator.report``)."""
+def build_report(step, gather_threshold_bytes=None, on_tpu=None):
+    """A ``Report`` for a ``CompiledStep`` (see ``Emulator.report``), with the TPU
+    compiler's figures of ``on_tpu`` (the same step's ``TpuCompiledStep``) if given."""
     with logs.quiet():
-        return _build_report(step, gather_threshold_bytes)
+        report = _build_report(step, gather_threshold_bytes)
+    if on_tpu is not None:
+        report.tpu = _tpu_figures(on_tpu)
+    return report
 
 
 def _build_report(step, gather_threshold_bytes):

@@ -123,6 +123,10 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         which replica follow from its ``DeviceAssignment``; ``describe`` shows them.
       compiler_options: XLA debug options by name for every compile, e.g.
         ``{"xla_cpu_enable_fast_math": True}``.
+      target: a TPU generation or slice (``"v3"``, ``"v5e"``, ``"v4-8"``): ``report``
+        then also compiles each step with XLA's TPU compiler for it (libtpu, no TPU
+        needed) and shows that TPU's per-core memory and HBM verdict beside XLA:CPU's.
+        Steps still run on CPU.
 
     >>> Emulator(2, topology="v4-32")
     Emulator(num_cores_per_replica=2, num_replicas=8, num_hosts=4, topology='v4-32')
@@ -130,11 +134,14 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
     Raises:
       ImportError: jax/jaxlib are missing (``pip install "spatial-tf[emulator]"``).
       RuntimeError: jax already runs with fewer CPU devices than needed.
+      ValueError: an unknown ``target``; ``TpuCompilerUnavailable`` (an ImportError):
+        a ``target`` without libtpu installed.
     """
 
     def __init__(self, num_cores_per_replica=8, num_replicas=None, *, num_hosts=None,
-                 topology=None, compiler_options=None):
+                 topology=None, compiler_options=None, target=None):
         self.num_cores_per_replica = check_num_cores_per_replica(num_cores_per_replica)
+        self.target = _checked_target(target, self.num_cores_per_replica)
         self.host_layout = _host_layout(self.num_cores_per_replica, num_replicas, num_hosts,
                                         topology)
         if compiler_options is not None and not isinstance(compiler_options, dict):
@@ -159,7 +166,8 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
             f"num_replicas={self.num_replicas}"
             + (f", num_hosts={self.num_hosts}" if self.num_hosts > 1 else "")
             + (f", topology={self.host_layout.slice_name!r}"
-               if self.host_layout.device_assignment is not None else "") + ")"
+               if self.host_layout.device_assignment is not None else "")
+            + (f", target={self.target.name!r}" if self.target is not None else "") + ")"
         )
 
     @property
@@ -210,15 +218,18 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         self._steps.move_to_end(key)
         return lowered
 
-    def compile(self, fn, args=(), kwargs=None, *, signature=None) -> CompiledStep:
-        """``lower(fn, args, kwargs).compile()``: the step partitioned and compiled, not run.
+    def compile(self, fn, args=(), kwargs=None, *, signature=None, target=None):
+        """``lower(fn, args, kwargs).compile(target)``: the step partitioned and compiled,
+        not run.
 
         The result (a ``CompiledStep``) gives memory per core (``memory()``), the
         collectives with the TensorFlow op behind each (``collectives()``), the
         partitioned HLO (``hlo_text()``) and ``report()``; ``run`` calls this, so calling
-        it first only moves the compile time out of the first step.
+        it first only moves the compile time out of the first step. With ``target`` (a
+        TPU generation such as ``"v3"``), XLA's TPU compiler compiles it for that TPU
+        instead (a ``TpuCompiledStep``: the TPU's memory per core and HBM verdict).
         """
-        return self.lower(fn, args, kwargs, signature=signature).compile()
+        return self.lower(fn, args, kwargs, signature=signature).compile(target)
 
     def _warn_if_unsplit(self, fn, traced):
         """Warn once per step name when a step for several cores has no annotation at all."""
@@ -317,14 +328,20 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
 
     # ------------------------------------------------------------ inspection
 
-    def report(self, fn, args=(), kwargs=None, *, gather_threshold_bytes=None):
+    def report(self, fn, args=(), kwargs=None, *, gather_threshold_bytes=None, target=None):
         """Per-core memory and communication of the partitioned step; see ``Report``.
 
         ``args`` are one replica's arguments. Gathered tensors of at least
         ``gather_threshold_bytes`` per core get a warning (default: an eighth of the
-        smallest per-core piece of a split argument).
+        smallest per-core piece of a split argument). ``target`` (default: the
+        emulator's) adds that TPU's per-core memory and HBM verdict from XLA's TPU
+        compiler beside XLA:CPU's.
         """
-        return self.compile(fn, args, kwargs).report(gather_threshold_bytes)
+        target = self.target if target is None else _checked_target(
+            target, self.num_cores_per_replica)
+        lowered = self.lower(fn, args, kwargs)
+        on_tpu = lowered.compile(target) if target is not None else None
+        return lowered.compile().report(gather_threshold_bytes, on_tpu=on_tpu)
 
     def compare(self, fn, args=(), kwargs=None, *, reference="unpartitioned",
                 tolerances=None, raise_on_mismatch=False):
@@ -345,6 +362,23 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
             "spatial_tf.Emulator: %s=%r has no effect on the CPU emulator and is ignored.",
             what, value,
         )
+
+
+def _checked_target(target, cores):
+    """``target`` as a ``TpuTarget`` (None stays None), with libtpu checked now, before
+    anything long runs."""
+    if target is None:
+        return None
+    from spatial_tf.emulator.tpu_compile import check_compiler, tpu_target
+
+    checked = tpu_target(target)
+    check_compiler("Emulator", checked)
+    if checked.slice_cores and cores > checked.slice_cores:
+        raise ValueError(
+            f"Emulator: target={target!r} has {checked.slice_cores} cores, fewer than "
+            f"num_cores_per_replica={cores}. Fix: a larger slice, or "
+            f"target={checked.generation.name!r}.")
+    return checked
 
 
 class _FunctionKey:

@@ -1,0 +1,87 @@
+"""Compile results kept across processes, in a user cache folder.
+
+A TPU compile takes seconds to many minutes on a CPU machine, so what the TPU compiler
+said of a program is stored once, keyed on everything the answer depends on (the
+program's bytes, the target, the options and the compiler's version), and a second
+``report``, ``plan`` or ``pytest`` run of the same step reads it back.
+
+The folder is ``$SPATIAL_TF_COMPILE_CACHE`` if set, else ``$XDG_CACHE_HOME/spatial_tf/
+compiles`` (``~/.cache/spatial_tf/compiles``); ``SPATIAL_TF_COMPILE_CACHE=off`` turns the
+cache off. Each entry is one JSON file, written whole or not at all (a temporary file
+renamed into place), so an interrupted compile leaves no broken entry.
+
+>>> import tempfile, os
+>>> os.environ["SPATIAL_TF_COMPILE_CACHE"] = tempfile.mkdtemp()
+>>> k = key(b"program", "v3", 8)
+>>> load(k) is None
+True
+>>> store(k, {"status": "compiled"})
+>>> load(k)
+{'status': 'compiled'}
+>>> del os.environ["SPATIAL_TF_COMPILE_CACHE"]
+"""
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import tempfile
+from typing import Optional
+
+__all__ = ["ENV", "directory", "key", "load", "store"]
+
+ENV = "SPATIAL_TF_COMPILE_CACHE"
+_OFF = ("", "0", "off", "false", "no")
+_log = logging.getLogger("spatial_tf")
+_warned = set()
+
+
+def directory() -> Optional[pathlib.Path]:
+    """The cache folder, or None when the cache is off."""
+    raw = os.environ.get(ENV)
+    if raw is not None:
+        return None if raw.strip().lower() in _OFF else pathlib.Path(raw).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "spatial_tf" / "compiles"
+
+
+def key(*parts) -> str:
+    """A hex digest of ``parts`` (bytes as they are, anything else by its ``repr``)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part if isinstance(part, bytes) else repr(part).encode()
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def load(entry: str) -> Optional[dict]:
+    """The stored result for ``entry``, or None (not stored, cache off, or unreadable)."""
+    folder = directory()
+    if folder is None:
+        return None
+    try:
+        with open(folder / f"{entry}.json") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def store(entry: str, value: dict) -> None:
+    """Store ``value`` for ``entry``; a folder that cannot be written is reported once
+    (as a warning on the ``spatial_tf`` logger) and the result is simply not kept."""
+    folder = directory()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
+        with os.fdopen(handle, "w") as f:
+            json.dump(value, f)
+        os.replace(partial, folder / f"{entry}.json")
+    except OSError as e:
+        if str(folder) not in _warned:
+            _warned.add(str(folder))
+            _log.warning("spatial_tf: compile results are not cached: %s cannot be written "
+                         "(%s). Fix: set %s to a writable folder, or %s=off.",
+                         folder, e, ENV, ENV)

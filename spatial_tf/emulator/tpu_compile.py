@@ -1,0 +1,374 @@
+"""A traced step compiled by XLA's TPU compiler for a named TPU generation, no TPU needed.
+
+libtpu (``pip install "spatial-tf[tpu-compile]"``) ships XLA:TPU with compile-only TPU
+devices of every generation it knows (``topology.generations``). ``compile_for_tpu``
+hands it the same program the emulator compiles for CPU and returns what the TPU
+compiler says: per-core memory by kind as it assigns buffers, its HBM verdict (a
+program that does not fit is refused with ``RESOURCE_EXHAUSTED``, in seconds) and its
+cost analysis. Nothing runs: the emulator still executes on CPU.
+
+Each compile runs in a worker process (``_xla_tpu``) with an optional time limit, prints
+a progress line while it runs, and its result is cached across processes
+(``compile_cache``). Two parts of a TensorFlow program that the TPU pipeline refuses are
+handled here, once: ``copy`` instructions (TensorFlow's results and variable writes; the
+TPU pipeline cannot legalize ``mhlo.copy``) are removed, since a copy is the identity
+and XLA inserts the copies it needs itself; float64, which a TPU lacks, is refused with
+a message before anything runs.
+
+>>> tpu_target("v5litepod-8")
+TpuTarget('v5e-8')
+>>> tpu_target("v9")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+ValueError: unknown TPU generation 'v9'; expected one of v2, v3, v4, v5e, v5p, v6e, tpu7x ...
+"""
+import dataclasses
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional
+
+from spatial_tf import table
+from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
+from spatial_tf.emulator import compile_cache
+from spatial_tf.emulator.errors import CompileError
+from spatial_tf.topology.generations import Generation, generation
+
+__all__ = ["TpuTarget", "tpu_target", "TpuProgram", "compile_for_tpu", "libtpu_version",
+           "TpuCompilerUnavailable", "TpuCompileTimeout", "strip_copies", "INSTALL_HINT"]
+
+INSTALL_HINT = 'pip install "spatial-tf[tpu-compile]"'
+SOURCE = "the TPU compiler (XLA:TPU in libtpu, compile-only)"
+
+
+class TpuCompilerUnavailable(ImportError):
+    """libtpu is not installed, or not the version the installed jax was built for."""
+
+
+class TpuCompileTimeout(TimeoutError):
+    """The TPU compiler did not finish within the time limit; nothing was cached."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuTarget:
+    """A TPU generation, or a named slice of one, to compile for."""
+
+    generation: Generation
+    slice_cores: Optional[int] = None  # cores a slice name such as "v4-8" holds
+
+    @property
+    def name(self) -> str:
+        return self.generation.name + (f"-{self.slice_cores}" if self.slice_cores else "")
+
+    def __repr__(self):
+        return f"TpuTarget({self.name!r})"
+
+
+def tpu_target(value) -> TpuTarget:
+    """``value`` (``"v3"``, ``"v4-8"``, ``"v5litepod"``, a ``TpuTarget``) as a target.
+
+    Raises:
+      ValueError: an unknown generation (the message lists the known ones).
+    """
+    if isinstance(value, TpuTarget):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"target is {value!r}; expected a TPU generation or slice name such "
+                        f"as 'v3' or 'v5e-8'. Fix: target='v3'.")
+    record = generation(value)
+    suffix = value.strip().rsplit("-", 1)[-1] if "-" in value else ""
+    if suffix and not suffix.isdigit():
+        raise ValueError(f"target {value!r}: expected a generation or a slice such as "
+                         f"'{record.name}-8'. Fix: target='{record.name}'.")
+    return TpuTarget(record, int(suffix) if suffix else None)
+
+
+def libtpu_version() -> Optional[str]:
+    """The installed libtpu's version, or None."""
+    try:
+        return importlib.metadata.version("libtpu")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _libtpu_wanted() -> Optional[str]:
+    """The libtpu version the installed jax asks for (its ``tpu`` extra), e.g. '0.0.42.*'."""
+    try:
+        requires = importlib.metadata.requires("jax") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for line in requires:
+        match = re.match(r"^libtpu\s*==\s*([\w.*]+)", line)
+        if match and "tpu" in line.split(";", 1)[-1]:
+            return match.group(1)
+    return None
+
+
+def check_compiler(name: str, target: TpuTarget) -> str:
+    """The libtpu version, or ``TpuCompilerUnavailable`` naming the step, target and fix."""
+    version = libtpu_version()
+    where = f"{name}: compiling for TPU {target.name}"
+    if version is None:
+        raise TpuCompilerUnavailable(
+            f"{where} needs libtpu (XLA's TPU compiler), which is not installed. Fix: "
+            f"{INSTALL_HINT} (libtpu is under the Google Cloud Platform Terms of Service), "
+            f"or leave the target out for XLA:CPU's figures.")
+    wanted = _libtpu_wanted()
+    if wanted and not re.fullmatch(wanted.replace(".", r"\.").replace("*", ".*"), version):
+        raise TpuCompilerUnavailable(
+            f"{where}: libtpu {version} is installed but the installed jax was built for "
+            f"libtpu {wanted}. Fix: {INSTALL_HINT}, which installs the matching pair.")
+    return version
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuProgram:
+    """What the TPU compiler said of one program.
+
+    Attributes:
+      target: the ``TpuTarget``; ``device_kind``: the compiler's device (``"TPU v3"``).
+      num_partitions: cores per replica it was partitioned for.
+      fits: the compiler accepted the program within the device's HBM.
+      memory: per-core bytes by kind (``argument``, ``output``, ``alias``, ``temp``,
+        ``peak``) as the TPU compiler assigned them; None when it does not fit.
+      required_bytes, available_bytes: from an out-of-memory verdict (None otherwise).
+      message: the compiler's own words when it does not fit.
+      cost: its cost analysis (``flops``, ``bytes accessed``, ``optimal_seconds``).
+      compile_seconds: the compiler's time (when it ran; the cached figure otherwise).
+      cached: read from the compile cache rather than compiled now.
+      libtpu: the compiler's version.
+    """
+
+    target: TpuTarget
+    device_kind: str
+    num_partitions: int
+    fits: bool
+    memory: Optional[dict]
+    required_bytes: Optional[int]
+    available_bytes: Optional[int]
+    message: str
+    cost: dict
+    compile_seconds: float
+    cached: bool
+    libtpu: str
+    hlo_text: str = dataclasses.field(default="", repr=False)
+
+    @property
+    def source(self) -> str:
+        return f"XLA:TPU {self.target.generation.name} (libtpu {self.libtpu}, compile-only)"
+
+    def verdict(self) -> str:
+        """One line: fits with its peak, or the compiler's out-of-memory figures."""
+        if self.fits:
+            return (f"fits one {self.device_kind} core: peak "
+                    f"{table.format_bytes(self.memory['peak'])} per core")
+        need = table.format_bytes(self.required_bytes) if self.required_bytes else "?"
+        have = table.format_bytes(self.available_bytes) if self.available_bytes else "?"
+        return f"does not fit a {self.device_kind} core: needs {need}, {have} available"
+
+
+_OOM = re.compile(r"\(([\d.]+)([KMGT])\)")
+_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def out_of_memory_bytes(message: str):
+    """``(required, available)`` bytes from XLA:TPU's out-of-memory message (or None).
+
+    >>> out_of_memory_bytes("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total "
+    ...     "memory required for HLO temporaries (17.22G) exceeds available HBM (15.48G).")
+    (18489903841, 16621523435)
+    """
+    found = [round(float(v) * _UNITS[u]) for v, u in _OOM.findall(message)]
+    return (found[0], found[1]) if len(found) >= 2 else (None, None)
+
+
+def strip_copies(hlo: bytes) -> bytes:
+    """Serialized ``hlo`` with every ``copy`` instruction removed (its users read its
+    operand): the TPU pipeline refuses the ``mhlo.copy`` a TensorFlow program's results
+    carry, and XLA's copy insertion adds back the copies the program needs.
+
+    The module and its computations are also renamed to names that do not depend on the
+    trace (TensorFlow names them after the traced function and a counter, e.g.
+    ``a_inference_step_246__``), so the same step traced again, in this process or
+    another, is the same program to the compile cache."""
+    module = hlo_pb2.HloModuleProto.FromString(hlo)
+    module.name, module.id = "spatial_tf_step", 0
+    for index, computation in enumerate(module.computations):
+        computation.name = f"computation_{index}"
+        if computation.id == module.entry_computation_id:
+            module.entry_computation_name = computation.name
+    for computation in module.computations:
+        source = {i.id: i.operand_ids[0] for i in computation.instructions
+                  if i.opcode == "copy"}
+        if not source:
+            continue
+
+        def through(i):
+            while i in source:
+                i = source[i]
+            return i
+
+        kept = [i for i in computation.instructions if i.opcode != "copy"]
+        for instruction in kept:
+            instruction.operand_ids[:] = [through(o) for o in instruction.operand_ids]
+        computation.root_id = through(computation.root_id)
+        del computation.instructions[:]
+        computation.instructions.extend(kept)
+    return module.SerializeToString()
+
+
+def has_float64(hlo: bytes) -> bool:
+    """Whether any value of the program is float64 (a TPU has no float64)."""
+    module = hlo_pb2.HloModuleProto.FromString(hlo)
+
+    def f64(shape):
+        return shape.element_type == xla_data_pb2.F64 or any(f64(s) for s in shape.tuple_shapes)
+
+    return any(f64(i.shape) for c in module.computations for i in c.instructions)
+
+
+def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "step",
+                    free_in=(), propagate_out: bool = False, timeout: Optional[float] = None,
+                    progress: Optional[bool] = None) -> TpuProgram:
+    """Compile serialized ``hlo`` for ``num_partitions`` cores of ``target`` with the TPU
+    compiler (once per program, target and libtpu version: later calls read the cache).
+
+    ``free_in``/``propagate_out``: which parameters and whether results take the
+    shardings XLA propagates (``_xla.propagation``). ``timeout``: seconds before the
+    compile is stopped. ``progress``: a line on stderr while the compiler runs (default:
+    when stderr is a terminal, a ticking line; otherwise a line when it starts).
+
+    Raises:
+      TpuCompilerUnavailable: no libtpu, or one that does not match jax.
+      ValueError: float64 in the program, or more cores than the slice holds.
+      CompileError: the TPU compiler refused the program (its message, first line).
+      TpuCompileTimeout: the compile ran past ``timeout``.
+    """
+    target = tpu_target(target)
+    version = check_compiler(name, target)
+    if target.slice_cores and num_partitions > target.slice_cores:
+        raise ValueError(
+            f"{name}: {num_partitions} cores per replica do not fit TPU {target.name}, which "
+            f"has {target.slice_cores} cores. Fix: a larger slice, e.g. target="
+            f"'{target.generation.name}', or fewer cores per replica.")
+    if has_float64(hlo):
+        raise ValueError(
+            f"{name}: the step computes in float64, which a TPU does not have, so it cannot "
+            f"be compiled for TPU {target.name}. Fix: compile float64 steps (parity checks) "
+            f"for the CPU emulator only, with no target; give the TPU target a float32 or "
+            f"bfloat16 step.")
+    program = strip_copies(hlo)
+    request = {"topology": target.generation.topology_for(num_partitions),
+               "num_partitions": int(num_partitions), "free_in": [bool(f) for f in free_in],
+               "propagate_out": bool(propagate_out)}
+    entry = compile_cache.key(program, json.dumps(request, sort_keys=True), version)
+    result = compile_cache.load(entry)
+    cached = result is not None
+    if result is None:
+        result = _run_worker(program, request, name, target, timeout, progress)
+        if result["status"] in ("compiled", "out_of_memory"):
+            compile_cache.store(entry, result)
+    if result["status"] == "error":
+        raise RuntimeError(
+            f"{name}: XLA's TPU compiler (libtpu {version}) could not be started for TPU "
+            f"{target.name}: {result['message']}. Fix: {INSTALL_HINT} to reinstall the "
+            f"jax and libtpu pair spatial_tf was verified with.")
+    if result["status"] == "failed":
+        first = result["message"].splitlines()[0] if result["message"] else "(no message)"
+        raise CompileError(
+            f"{name}: the TPU compiler refused the step for TPU {target.name} "
+            f"({num_partitions} core(s)): {first}. Fix: the same step would fail on that TPU; "
+            f"its metadata op_name names the TensorFlow op (the compiler's full message "
+            f"follows).\n{result['message']}", function=name)
+    return _program(result, target, num_partitions, version, cached)
+
+
+def _program(result, target, num_partitions, version, cached):
+    fits = result["status"] == "compiled"
+    memory = None
+    required = available = None
+    if fits:
+        memory = {k: result["memory"][k] for k in ("argument", "output", "alias", "temp")}
+        memory["peak"] = memory["argument"] + memory["output"] - memory["alias"] + memory["temp"]
+    else:
+        required, available = out_of_memory_bytes(result["message"])
+    return TpuProgram(target, result.get("device_kind", f"TPU {target.generation.name}"),
+                      num_partitions, fits, memory, required, available,
+                      "" if fits else result["message"].splitlines()[0], result.get("cost", {}),
+                      result["seconds"], cached, version, result.get("hlo_text", ""))
+
+
+def _run_worker(program, request, name, target, timeout, progress):
+    from spatial_tf.emulator import _xla_tpu
+
+    with tempfile.TemporaryDirectory(prefix="spatial_tf_tpu_") as folder:
+        with open(os.path.join(folder, "program.pb"), "wb") as f:
+            f.write(program)
+        with open(os.path.join(folder, "request.json"), "w") as f:
+            json.dump(request, f)
+        env = {**os.environ, **_xla_tpu.ENVIRONMENT}
+        log = open(os.path.join(folder, "worker.log"), "w+b")
+        command = [sys.executable, "-m", "spatial_tf.emulator._xla_tpu", folder]
+        what = (f"{name}: compiling for TPU {target.name} ({request['num_partitions']} "
+                f"core(s)) with XLA's TPU compiler")
+        with log, _Progress(what, progress) as shown:
+            worker = subprocess.Popen(command, stdout=log, stderr=log, env=env,
+                                      start_new_session=True)
+            try:
+                _wait(worker, timeout, shown)
+            except BaseException:
+                worker.kill()
+                worker.wait()
+                raise
+            path = os.path.join(folder, "result.json")
+            if not os.path.exists(path):
+                log.seek(0)
+                tail = log.read().decode("utf-8", "replace").strip().splitlines()[-5:]
+                raise RuntimeError(
+                    f"{what}: the compiler's worker process ended (exit status "
+                    f"{worker.returncode}) without an answer. Its last lines:\n  "
+                    + "\n  ".join(tail))
+        with open(path) as f:
+            return json.load(f)
+
+
+def _wait(worker, timeout, shown):
+    start = time.perf_counter()
+    while worker.poll() is None:
+        elapsed = time.perf_counter() - start
+        if timeout is not None and elapsed > timeout:
+            raise TpuCompileTimeout(
+                f"{shown.what}: not done after {timeout:g} s, stopped; nothing was cached. "
+                f"Fix: a larger timeout (a program that fits one core takes minutes on a "
+                f"2-core machine), or fewer voxels per core.")
+        shown.tick(elapsed)
+        time.sleep(0.2)
+
+
+class _Progress:
+    """A line on stderr while the TPU compiler runs (ticking on a terminal)."""
+
+    def __init__(self, what, enabled):
+        self.what = what
+        self.terminal = sys.stderr.isatty()
+        self.enabled = True if enabled is None else bool(enabled)
+        self._last = -1
+
+    def __enter__(self):
+        if self.enabled and not self.terminal:
+            print(f"{self.what} ...", file=sys.stderr, flush=True)
+        return self
+
+    def tick(self, elapsed):
+        if self.enabled and self.terminal and int(elapsed) != self._last:
+            self._last = int(elapsed)
+            print(f"\r{self.what}: {self._last} s", end="", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc):
+        if self.enabled and self.terminal:
+            print(file=sys.stderr, flush=True)
+        return False
