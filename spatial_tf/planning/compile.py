@@ -21,30 +21,41 @@ _TRACE_LOCK = threading.Lock()
 class Measured:
     """What one compile of one spec gave (bytes per core)."""
 
-    cpu: dict                 # argument, output, alias, temp, peak (XLA:CPU)
-    tpu: dict                 # the same, TPU-estimated (tpu_memory), and the factors
+    cpu: dict                 # argument, output, alias, temp, peak (XLA:CPU; {} with a target)
+    tpu: dict                 # the same from the TPU compiler, or TPU-estimated (tpu_memory)
     halo_bytes: int           # collective-permute
     resharding_bytes: int     # all-gather + all-to-all
     resharding_ops: list      # TensorFlow ops whose activation-sized outputs get gathered
     all_reduce_bytes: int     # all-reduce + reduce-scatter
     compile_seconds: float
+    tpu_fits: Optional[bool] = None  # the TPU compiler's verdict (None: no target)
 
 
 def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
-                      gather_threshold: Optional[int] = None) -> Measured:
+                      gather_threshold: Optional[int] = None, target=None) -> Measured:
     """Lower ``fn`` for ``signature`` (a ``CallSignature``) on ``emulator`` and compile it
-    (``emulator.lower(...).compile()``); raise what tracing or XLA raise."""
+    (``emulator.lower(...).compile(target)``): for XLA:CPU with the TPU estimate, or with
+    ``target`` by the TPU compiler alone (its figures and verdict; a program that does
+    not fit has its ``peak`` from the compiler's message and no communication figures).
+    Raise what tracing or XLA raise."""
     start = time.perf_counter()
     with _TRACE_LOCK:
         lowered = emulator.lower(fn, signature=signature)
-    step = lowered.compile()
-    cpu = step.memory()
-    text = step.hlo_text()
-    tpu = dataclasses.asdict(tpu_memory.estimate(text, cpu, bf16=bf16))
+    step = lowered.compile(target)
+    if target is not None:
+        program = step.program
+        tpu = dict(program.memory) if program.fits else {
+            "argument": 0, "output": 0, "alias": 0, "temp": 0,
+            "peak": program.required_bytes or 0}
+        cpu = {}
+    else:
+        cpu = step.memory()
+        tpu = dataclasses.asdict(tpu_memory.estimate(step.hlo_text(), cpu, bf16=bf16))
     found = step.collectives()
     halo = sum(c.bytes for c in found if c.kind == "collective-permute")
     gathers = step.gathers()
     ops = sorted({c.op_name or "(unnamed op)" for c in step.gathers(gather_threshold or 0)})
     reduce = sum(c.bytes for c in found if c.kind in ("all-reduce", "reduce-scatter"))
     return Measured(cpu, tpu, halo, sum(c.bytes for c in gathers), ops, reduce,
-                    time.perf_counter() - start)
+                    time.perf_counter() - start,
+                    step.program.fits if target is not None else None)

@@ -37,6 +37,12 @@ class PlanOptions:
       progress: a progress bar (tqdm) on stderr; default when stderr is a terminal.
       symmetric: try one of the specs that only permute counts among equal spatial axes.
       reserve: the budget's reserve fraction, overriding the slice's default.
+      target: the TPU whose compiler measures each candidate (``memory="tpu"``):
+        ``"auto"`` (default) is the budget's generation when libtpu is installed, the
+        budget names a generation and no ``fit_sizes`` are given; a generation or slice
+        name (``"v5e"``) asks for it (libtpu required); None never compiles for TPU
+        (the TPU figure is then the tile-padding estimate). With a target, candidates
+        are compiled at the real size and fit when the TPU compiler accepts them.
     """
 
     memory: str = "tpu"
@@ -47,9 +53,21 @@ class PlanOptions:
     progress: Optional[bool] = None
     symmetric: bool = True
     reserve: Optional[float] = None
+    target: Any = "auto"
 
     def __post_init__(self):
         check_memory(self.memory)
+        if self.target not in (None, "auto"):
+            from spatial_tf.emulator.tpu_compile import tpu_target
+
+            tpu_target(self.target)  # ValueError for an unknown generation
+            if self.fit_sizes is not None:
+                raise ValueError(
+                    f"plan: target={self.target!r} compiles every candidate at the real "
+                    f"size with the TPU compiler, so fit_sizes={tuple(self.fit_sizes)} has "
+                    f"nothing to fit. Fix: leave fit_sizes out, or target=None to predict "
+                    f"from XLA:CPU compiles at those sizes."
+                )
         if self.fit_sizes is not None:
             sizes = tuple(int(e) for e in self.fit_sizes)
             if len(set(sizes)) < 2:

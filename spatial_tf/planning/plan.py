@@ -49,7 +49,9 @@ class Candidate:
       num_cores: cores per replica.
       ok: it compiled; else ``reason`` says why not.
       cpu, tpu: per-core bytes (``argument``, ``output``, ``alias``, ``temp``, ``peak``):
-        XLA:CPU's, and the TPU estimate (``tpu_memory``: an estimate).
+        XLA:CPU's, and the TPU's: the TPU compiler's with a target (``cpu`` is then
+        empty), else the tile-padding estimate (``tpu_memory``).
+      tpu_fits: the TPU compiler's verdict (None without a target).
       halo_bytes, resharding_bytes, all_reduce_bytes: per core per step.
       resharding_ops: TensorFlow ops whose activation-sized outputs XLA gathers.
       fits: peak within the budget (on the plan's memory basis); None without budget.
@@ -71,6 +73,7 @@ class Candidate:
     fits: Optional[bool] = None
     predicted: bool = False
     fit: Optional[dict] = dataclasses.field(default=None, repr=False)
+    tpu_fits: Optional[bool] = None
 
     @property
     def communication_bytes(self) -> int:
@@ -112,10 +115,19 @@ class Plan:
     why: str
     seconds: float
     fit_sizes: Optional[Sequence[int]] = None
+    tpu_source: Optional[str] = None  # the TPU compiler that measured it (None: estimate)
+
+    @property
+    def basis(self) -> str:
+        """Where the ranked memory figures come from, in words."""
+        if self.memory == "cpu":
+            return "XLA:CPU"
+        return self.tpu_source or "TPU-estimated"
 
     def to_dict(self) -> dict:
         return {
             "function": self.function, "shape": list(self.shape), "num_cores": self.num_cores,
+            "tpu_source": self.tpu_source,
             "budget": dataclasses.asdict(self.budget) if self.budget else None,
             "memory": self.memory, "bf16": self.bf16, "fit_sizes": self.fit_sizes,
             "candidates": [c.to_dict() for c in self.candidates],
@@ -128,7 +140,7 @@ class Plan:
         """The same compiles ranked against another ``budget`` (and memory basis)."""
         memory = check_memory(memory or self.memory)
         budget = parse_budget(budget, reserve) if budget is not None else None
-        found, recommended, why = _rank(self.candidates, budget, memory)
+        found, recommended, why = _rank(self.candidates, budget, memory, self.tpu_source)
         return dataclasses.replace(self, budget=budget, memory=memory, candidates=found,
                                    recommended=recommended, why=why)
 
@@ -150,7 +162,7 @@ class Plan:
             )
         voxels = math.prod(shape[1:-1])
         moved = [_predict(c, voxels) if c.ok else c for c in self.candidates]
-        found, recommended, why = _rank(moved, self.budget, self.memory)
+        found, recommended, why = _rank(moved, self.budget, self.memory, self.tpu_source)
         return dataclasses.replace(self, shape=tuple(shape), candidates=found,
                                    recommended=recommended, why=why)
 
@@ -175,7 +187,7 @@ class Plan:
         return best
 
     def __str__(self):
-        basis = "TPU est." if self.memory == "tpu" else "CPU"
+        tpu_header = "peak TPU" if self.tpu_source else "peak TPU est."
         rows = []
         for rank, c in enumerate(self.candidates, 1):
             if not c.ok:
@@ -193,7 +205,7 @@ class Plan:
             rows.append([
                 rank, _spec(c.spec),
                 "-" if c.fits is None else ("yes" if c.fits else "no"),
-                format_bytes(c.cpu["peak"]), format_bytes(c.tpu["peak"]),
+                format_bytes(c.cpu["peak"]) if c.cpu else "-", _tpu_peak(c),
                 format_bytes(c.halo_bytes), format_bytes(c.resharding_bytes),
                 format_bytes(c.all_reduce_bytes),
                 "fit" if c.predicted else f"{c.compile_seconds:.1f}", note,
@@ -202,16 +214,25 @@ class Plan:
                  f"core(s), per core"
                  + (f", budget {self.budget}" if self.budget else ", no budget"))
         table = format_table(
-            ["rank", "spec", "fits", "peak CPU", "peak TPU est.", "halo", "resharding",
+            ["rank", "spec", "fits", "peak CPU", tpu_header, "halo", "resharding",
              "all-reduce", "compile s", "note"],
             rows, title=title,
-            right=("peak CPU", "peak TPU est.", "halo", "resharding", "all-reduce", "compile s"),
+            right=("peak CPU", tpu_header, "halo", "resharding", "all-reduce", "compile s"),
         )
         lines = [table, "", self.why]
-        lines.append(
-            f"Ranked on {basis} peak bytes. TPU est. = XLA:CPU's figures with TPU tile "
-            f"padding applied (spatial_tf.planning.tpu_memory), an estimate"
-            + (", activations counted as bfloat16" if self.bf16 else "") + ".")
+        if self.tpu_source:
+            lines.append(
+                f"Fits and peak TPU: {self.tpu_source}, at the real size; '>' marks a program "
+                f"the compiler refused as out of memory, with the size it said it needs. "
+                f"Peak CPU: not compiled (the TPU compiler's figures decide).")
+        else:
+            basis = "TPU est." if self.memory == "tpu" else "CPU"
+            lines.append(
+                f"Ranked on {basis} peak bytes. TPU est. = XLA:CPU's figures with TPU tile "
+                f"padding applied (spatial_tf.planning.tpu_memory), an estimate that "
+                f"overstates TPU memory several-fold"
+                + (", activations counted as bfloat16" if self.bf16 else "")
+                + f". For the TPU compiler's own figures: {_TPU_HINT}.")
         if self.fit_sizes:
             lines.append(f"Figures marked 'fit' are predicted from compiles at "
                          f"{', '.join(f'{e}^3' for e in self.fit_sizes)} "
@@ -222,6 +243,15 @@ class Plan:
 
 def _spec(spec):
     return "[" + ",".join(map(str, spec)) + "]"
+
+
+_TPU_HINT = ("pip install 'spatial-tf[tpu-compile]' and a TPU generation as the budget or "
+             "PlanOptions(target=...)")
+
+
+def _tpu_peak(c):
+    text = format_bytes(c.tpu["peak"])
+    return f"> {text}" if c.tpu_fits is False else text
 
 
 def _short(text, limit=70):
@@ -323,13 +353,19 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
     if specs is None:
         specs = candidates_lib.candidate_specs(shape, num_cores, symmetric=options.symmetric)
     specs = [_check_spec(s, shape, num_cores) for s in specs]
+    target = _target(options, budget)
     sizes = [None] if options.fit_sizes is None else \
         list(options.fit_sizes) + ([options.fit_check] if options.fit_check else [])
     steps = _steps_by_size(step_or_model, is_model, training, tree, volume, sizes)
     name = "train_step" if is_model else getattr(step_or_model, "__name__", "step")
-    results = _measure(steps, name, tree, volume, specs, sizes, num_cores, options)
+    results = _measure(steps, name, tree, volume, specs, sizes, num_cores, options, target)
     found = [_candidate(spec, num_cores, {e: results[(spec, e)] for e in sizes},
                         options.fit_sizes, options.fit_check, shape) for spec in specs]
+    source = None
+    if target is not None:
+        from spatial_tf.emulator.tpu_compile import libtpu_version
+
+        source = f"the TPU compiler for {target.name} (XLA:TPU, libtpu {libtpu_version()})"
     if not any(c.ok for c in found):
         reasons = sorted({c.reason for c in found})
         raise ValueError(
@@ -338,9 +374,25 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
             f"shapes, ops with XLA kernels). Fix: run it once with spatial_tf.Emulator("
             f"{num_cores}).run(...) to see the full error, and change the op it names."
         )
-    found, recommended, why = _rank(found, budget, options.memory)
+    found, recommended, why = _rank(found, budget, options.memory, source)
     return Plan(name, shape, num_cores, budget, options.memory, bool(options.bf16), found,
-                recommended, why, time.perf_counter() - start, options.fit_sizes)
+                recommended, why, time.perf_counter() - start, options.fit_sizes, source)
+
+
+def _target(options, budget):
+    """The ``TpuTarget`` whose compiler measures the candidates, or None (see
+    ``PlanOptions.target``)."""
+    from spatial_tf.emulator.tpu_compile import check_compiler, libtpu_version, tpu_target
+
+    if options.memory != "tpu" or options.target is None:
+        return None
+    if options.target != "auto":
+        target = tpu_target(options.target)
+        check_compiler("plan", target)
+        return target
+    if budget is None or budget.device is None or options.fit_sizes is not None:
+        return None
+    return tpu_target(budget.name) if libtpu_version() is not None else None
 
 
 def _check_step_or_model(step_or_model):
@@ -380,7 +432,7 @@ def _steps_by_size(step_or_model, is_model, training, tree, volume, sizes):
     return steps
 
 
-def _measure(steps, name, tree, volume, specs, sizes, num_cores, options):
+def _measure(steps, name, tree, volume, specs, sizes, num_cores, options, target=None):
     """``{(spec, edge): Measured or the exception}``: every candidate compiled."""
     from spatial_tf.emulator import Emulator
     from spatial_tf.emulator.trace import CallSignature
@@ -399,25 +451,32 @@ def _measure(steps, name, tree, volume, specs, sizes, num_cores, options):
 
             return inner(*split(tuple(args), spec_tree))
 
-        planned_step.__name__ = name
+        planned_step.__name__ = planned_step.__qualname__ = name
         signature = CallSignature(tf.nest.map_structure(zeros, shapes), None)
         piece = vol.shape.num_elements() * vol.dtype.size // num_cores
         return compile_candidate(emulator, planned_step, signature, bf16=options.bf16,
-                                 gather_threshold=max(piece // 8, 1))
+                                 gather_threshold=max(piece // 8, 1), target=target)
 
     jobs = [(s, e) for s in specs for e in sizes]
     return _run_all(jobs, run, options.workers, options.progress,
                     f"planning {name} on {num_cores} cores")
 
 
-def _rank(found, budget, memory):
-    """Copies of the candidates, with ``fits`` set, in rank order; the recommendation."""
+def _rank(found, budget, memory, tpu_source=None):
+    """Copies of the candidates, with ``fits`` set, in rank order; the recommendation.
+
+    With the TPU compiler's verdicts (``tpu_fits``), a candidate fits when the compiler
+    accepted it and, for a budget given as a size, its peak is within it."""
     found = [dataclasses.replace(c) for c in found]
     for c in found:
+        if c.ok and memory == "tpu" and c.tpu_fits is not None:
+            c.fits = c.tpu_fits and (budget is None or budget.device is not None
+                                     or c.peak(memory) <= budget.usable)
+            continue
         c.fits = c.peak(memory) <= budget.usable if (c.ok and budget is not None) else None
     found.sort(key=lambda c: (not c.ok, c.fits is False, c.communication_bytes,
                               c.all_reduce_bytes, c.peak(memory) if c.ok else 0))
-    recommended, why = _recommend(found, budget, memory)
+    recommended, why = _recommend(found, budget, memory, tpu_source)
     return found, recommended, why
 
 
@@ -490,7 +549,8 @@ def _candidate(spec, num_cores, by_edge, fit_sizes, fit_check, shape):
         m = by_edge[None]
         return Candidate(spec, num_cores, cpu=m.cpu, tpu=m.tpu, halo_bytes=m.halo_bytes,
                          resharding_bytes=m.resharding_bytes, resharding_ops=m.resharding_ops,
-                         all_reduce_bytes=m.all_reduce_bytes, compile_seconds=m.compile_seconds)
+                         all_reduce_bytes=m.all_reduce_bytes, compile_seconds=m.compile_seconds,
+                         tpu_fits=m.tpu_fits)
     return _fitted(spec, num_cores, by_edge, fit_sizes, fit_check, shape)
 
 
@@ -537,10 +597,17 @@ def _predict(c, voxels):
     )
 
 
-def _recommend(found, budget, memory):
+def _recommend(found, budget, memory, tpu_source=None):
     ok = [c for c in found if c.ok]
-    basis = "TPU-estimated" if memory == "tpu" else "XLA:CPU"
+    basis = "XLA:CPU" if memory == "cpu" else ("TPU compiler's" if tpu_source else "TPU-estimated")
     best = ok[0]
+    if tpu_source and not best.fits:
+        smallest = min(ok, key=lambda c: c.peak(memory))
+        return None, (
+            f"No candidate fits: {tpu_source} refused every one as out of memory; the "
+            f"smallest needs {format_bytes(smallest.peak(memory))} per core "
+            f"({_spec(smallest.spec)}). Use more cores, a smaller volume or bf16 "
+            f"activations.")
     if budget is not None and not best.fits:
         smallest = min(ok, key=lambda c: c.peak(memory))
         return None, (
@@ -549,8 +616,12 @@ def _recommend(found, budget, memory):
             f"Use more cores, a smaller volume or bf16 activations.")
     why = f"Recommended {_spec(best.spec)}: "
     if budget is not None:
-        why += (f"fits {budget.name} ({format_bytes(best.peak(memory))} {basis} peak of "
-                f"{format_bytes(budget.usable)} per core); ")
+        if tpu_source:
+            why += (f"fits {budget.name} (the TPU compiler accepted it; peak "
+                    f"{format_bytes(best.peak(memory))} per core); ")
+        else:
+            why += (f"fits {budget.name} ({format_bytes(best.peak(memory))} {basis} peak of "
+                    f"{format_bytes(budget.usable)} per core); ")
     why += (f"it moves the least halo + resharding bytes per core "
             f"({format_bytes(best.communication_bytes)})")
     others = [c for c in ok if c is not best and (budget is None or c.fits)]
