@@ -10,6 +10,7 @@ import argparse
 import math
 
 from spatial_tf.commands.options import add_unet_options, positive_int, power_of_two
+from spatial_tf.tpu_generations import names
 
 __all__ = ["add_parser", "run", "shape_list", "MODELS"]
 
@@ -64,8 +65,11 @@ def add_parser(subparsers):
     p.add_argument("--cores", type=power_of_two, default=8, metavar="N",
                    help="cores per replica: 1, 2, 4, ..., 128 (default 8)")
     p.add_argument("--budget", metavar="BUDGET",
-                   help="per-core memory: a TPU generation or slice (v2, v3, v4, v5e, v5p, "
-                        "v6e, e.g. v3-8), a size such as 16GiB, or bytes")
+                   help=f"per-core memory: a TPU generation or slice ({names()}, e.g. "
+                        f"v3-8), a size such as 16GiB, or bytes. With libtpu installed "
+                        f"(pip install 'spatial-tf[tpu-compile]') a generation's TPU "
+                        f"compiler measures every candidate at the real size and decides "
+                        f"the fit")
     p.add_argument("--memory", choices=("tpu", "cpu"), default="tpu",
                    help="which peak the budget checks: the TPU estimate (default) or XLA:CPU's")
     p.add_argument("--bf16", action="store_true",
@@ -95,6 +99,8 @@ def check_args(parser, args):
             check_file("--plot", args.plot, example="plan.png")
         except ValueError as e:
             parser.error(str(e))
+    if args.fit_sizes == "auto" and not args.max_size and _tpu_compiler_decides(args):
+        args.fit_sizes = None  # the TPU compiler compiles at the real size
     if args.fit_sizes == "auto":
         big = math.prod(args.shape[1:-1]) > AUTO_FIT_VOXELS
         args.fit_sizes = list(DEFAULT_FIT_SIZES) if big or args.max_size else None
@@ -112,6 +118,20 @@ def check_args(parser, args):
         if size % pool:
             parser.error(f"argument --shape: spatial size {size} (axis {axis + 1}) is not "
                          f"allowed with --depth {args.depth}; expected a multiple of {pool}")
+
+
+def _tpu_compiler_decides(args):
+    """Whether the budget names a TPU generation whose compiler is installed."""
+    from spatial_tf.emulator.tpu_compile import libtpu_version
+    from spatial_tf.tpu_generations import generation
+
+    if args.budget is None or args.memory != "tpu" or libtpu_version() is None:
+        return False
+    try:
+        generation(args.budget)
+    except ValueError:
+        return False
+    return True
 
 
 def run(args):

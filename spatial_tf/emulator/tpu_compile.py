@@ -1,7 +1,7 @@
 """A traced step compiled by XLA's TPU compiler for a named TPU generation, no TPU needed.
 
 libtpu (``pip install "spatial-tf[tpu-compile]"``) ships XLA:TPU with compile-only TPU
-devices of every generation it knows (``topology.generations``). ``compile_for_tpu``
+devices of every generation it knows (``tpu_generations``). ``compile_for_tpu``
 hands it the same program the emulator compiles for CPU and returns what the TPU
 compiler says: per-core memory by kind as it assigns buffers, its HBM verdict (a
 program that does not fit is refused with ``RESOURCE_EXHAUSTED``, in seconds) and its
@@ -36,7 +36,7 @@ from spatial_tf import table
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
 from spatial_tf.emulator import compile_cache
 from spatial_tf.emulator.errors import CompileError
-from spatial_tf.topology.generations import Generation, generation
+from spatial_tf.tpu_generations import Generation, generation
 
 __all__ = ["TpuTarget", "tpu_target", "TpuProgram", "compile_for_tpu", "libtpu_version",
            "TpuCompilerUnavailable", "TpuCompileTimeout", "strip_copies", "INSTALL_HINT"]

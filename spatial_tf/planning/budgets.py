@@ -19,14 +19,14 @@ import numbers
 import re
 from typing import Any, Optional
 
-from spatial_tf.topology.generations import GENERATIONS, generation
+from spatial_tf.tpu_generations import GENERATIONS, generation
 
 __all__ = ["Budget", "parse_budget", "HBM_PER_DEVICE", "RESERVE_FRACTION", "GiB"]
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
 # generation -> (HBM bytes per device, what a device is), from the one record per
-# generation (spatial_tf.topology.generations, which cites the sources)
+# generation (spatial_tf.tpu_generations, which cites the sources)
 HBM_PER_DEVICE = {g.name: (g.hbm_per_device, g.device) for g in GENERATIONS.values()}
 
 
