@@ -7,13 +7,33 @@ the emulator) and tests marked ``emulator`` are skipped with that reason; the re
 suite runs. Notebooks are marked ``slow``.
 
 A README or docs code block fenced as ``python fixture:tpu`` needs a real TPU: the ``tpu``
-fixture runs it where one is found and otherwise skips it with the reason.
+fixture runs it where one is found and otherwise skips it with the reason. One fenced
+``python fixture:tpu_compiler`` needs libtpu (XLA's TPU compiler, ``pip install
+"spatial-tf[tpu-compile]"``), and so do the doctests of the modules in ``_LIBTPU_DOCTESTS``:
+skipped with that reason without it.
 """
 import importlib.util
+import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 import pytest
+
+# The suite's compiles are cached in a folder of its own, made anew for each run (shared
+# by its xdist workers, which inherit the variable), so no test reads a result another
+# run left; users' own suites use the default folder (spatial_tf.emulator.compile_cache).
+_CACHE_ENV = "SPATIAL_TF_COMPILE_CACHE"
+if _CACHE_ENV not in os.environ:
+    os.environ[_CACHE_ENV] = _OWN_CACHE = tempfile.mkdtemp(prefix="spatial_tf_test_compiles_")
+else:
+    _OWN_CACHE = None
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHE and not hasattr(config, "workerinput"):  # the controller, after the run
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 collect_ignore = ["conftest.py"]  # not a doctest module itself
 
@@ -39,6 +59,24 @@ def jax_available():
     return True
 
 
+LIBTPU_MISSING_REASON = (
+    "needs libtpu (XLA's TPU compiler), which is not installed here. Fix: pip install "
+    "'spatial-tf[tpu-compile]' (Linux, Python 3.11 or later) to run these."
+)
+_LIBTPU_DOCTESTS = (_ROOT / "spatial_tf" / "planning" / "search.py",)
+
+
+def libtpu_available():
+    """True when libtpu is installed (it is only loaded by the TPU compiler's worker)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("libtpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def _needs_jax(item):
     path = pathlib.Path(str(item.path)).resolve()
     return item.get_closest_marker("emulator") is not None or any(
@@ -50,6 +88,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # a notebook (run by nbmake) takes about half a minute here
         if pathlib.Path(str(item.path)).suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)
+    if not libtpu_available():
+        no_libtpu = pytest.mark.skip(reason=LIBTPU_MISSING_REASON)
+        for item in items:
+            if pathlib.Path(str(item.path)).resolve() in _LIBTPU_DOCTESTS:
+                item.add_marker(no_libtpu)
     if jax_available():
         return
     skip = pytest.mark.skip(reason=JAX_MISSING_REASON)
@@ -66,6 +109,13 @@ def tpu():
         _resolve_target(None)
     except TPUUnavailableError as e:
         pytest.skip(f"needs a real TPU: {str(e).split(' Fix:')[0]}")
+
+
+@pytest.fixture
+def tpu_compiler():
+    """Skip unless libtpu (XLA's TPU compiler, compile-only) is installed."""
+    if not libtpu_available():
+        pytest.skip(LIBTPU_MISSING_REASON)
 
 
 # The project's own plugin (spatial_tf.testing.plugin) for the README's example test file:

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from spatial_tf.checks import check_int
+from spatial_tf.emulator import compile_cache
 
 __all__ = [
     "INSTALL_HINT",
@@ -216,14 +217,43 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
     free_in, propagate_out = propagation(hlo_module_proto, num_replicas, whole_parameters,
                                          whole_results)
     options = compile_options(num_partitions, num_replicas, free_in, propagate_out)
-    build = options.executable_build_options
-    propagate = num_replicas == 1
-    parameters, results = entry_dimensions(hlo_module_proto)
     overrides = {**TPU_LIKE_OPTIONS, **(compiler_options or {})}
     options.env_option_overrides = list(overrides.items())  # typed values
     backend = j.jax.extend.backend.get_backend("cpu")
+    entry = compile_cache.program_key(
+        hlo_module_proto, "cpu", num_partitions, num_replicas, free_in, propagate_out,
+        sorted(overrides.items()), j.jax.__version__)
+    cached = _load_executable(backend, entry, devices, options)
+    if cached is not None:
+        return Compiled(cached, devices, num_replicas=num_replicas)
     compiled = Compiled(backend.compile_and_load(module, devices, options), devices,
                         num_replicas=num_replicas)
+    compiled = _with_even_tiling(compiled, backend, module, devices, options, free_in,
+                                 hlo_module_proto, num_replicas)
+    compile_cache.store_bytes(entry, backend.serialize_executable(compiled.executable))
+    return compiled
+
+
+def _load_executable(backend, entry, devices, options):
+    """The executable the compile cache holds for ``entry``, or None (absent, or made by
+    another jaxlib that cannot load it)."""
+    data = compile_cache.load_bytes(entry)
+    if data is None:
+        return None
+    try:
+        return backend.deserialize_executable(
+            data, _load().xla_client._xla.DeviceList(tuple(devices)), options)
+    except Exception:  # noqa: BLE001 - a stale entry is compiled again, not an error
+        return None
+
+
+def _with_even_tiling(compiled, backend, module, devices, options, free_in, hlo_module_proto,
+                      num_replicas):
+    """``compiled``, or the program compiled again with whole arguments and results where
+    XLA propagated a tiling that does not divide them (see below)."""
+    build = options.executable_build_options
+    propagate = num_replicas == 1
+    parameters, results = entry_dimensions(hlo_module_proto)
     if propagate and compiled.parameter_shardings:
         # XLA may propagate a tiling that does not divide a tensor argument or result (a
         # 3-wide axis split 2 ways); jax cannot place such an array, so the program is

@@ -3,7 +3,9 @@
 A TPU compile takes seconds to many minutes on a CPU machine, so what the TPU compiler
 said of a program is stored once, keyed on everything the answer depends on (the
 program's bytes, the target, the options and the compiler's version), and a second
-``report``, ``plan`` or ``pytest`` run of the same step reads it back.
+``report``, ``plan`` or ``pytest`` run of the same step reads it back. The emulator's
+CPU executables are kept the same way (jaxlib's ``serialize_executable``); like any
+compiled program, load only a cache folder you wrote yourself.
 
 The folder is ``$SPATIAL_TF_COMPILE_CACHE`` if set, else ``$XDG_CACHE_HOME/spatial_tf/
 compiles`` (``~/.cache/spatial_tf/compiles``); ``SPATIAL_TF_COMPILE_CACHE=off`` turns the
@@ -28,12 +30,13 @@ import pathlib
 import tempfile
 from typing import Optional
 
-__all__ = ["ENV", "directory", "key", "load", "store"]
+__all__ = ["ENV", "directory", "key", "program_key", "load", "store", "load_bytes",
+           "store_bytes"]
 
 ENV = "SPATIAL_TF_COMPILE_CACHE"
 _OFF = ("", "0", "off", "false", "no")
 _log = logging.getLogger("spatial_tf")
-_warned = set()
+_warned: set = set()
 
 
 def directory() -> Optional[pathlib.Path]:
@@ -55,30 +58,57 @@ def key(*parts) -> str:
     return digest.hexdigest()
 
 
+def program_key(hlo: bytes, *parts) -> str:
+    """``key`` of a serialized ``HloModuleProto`` and ``parts``, with the names that
+    depend on the trace (TensorFlow names a module and its computations after the traced
+    function and a counter, e.g. ``a_inference_step_246__``) left out, so the same step
+    traced again, in this process or another, has the same key."""
+    from spatial_tf._tf_internals import hlo_pb2
+
+    module = hlo_pb2.HloModuleProto.FromString(hlo)
+    module.name, module.id, module.entry_computation_name = "", 0, ""
+    for computation in module.computations:
+        computation.name = ""
+    return key(module.SerializeToString(deterministic=True), *parts)
+
+
 def load(entry: str) -> Optional[dict]:
     """The stored result for ``entry``, or None (not stored, cache off, or unreadable)."""
-    folder = directory()
-    if folder is None:
-        return None
+    data = load_bytes(entry, ".json")
     try:
-        with open(folder / f"{entry}.json") as f:
-            return json.load(f)
-    except (OSError, ValueError):
+        return None if data is None else json.loads(data)
+    except ValueError:
         return None
 
 
 def store(entry: str, value: dict) -> None:
     """Store ``value`` for ``entry``; a folder that cannot be written is reported once
     (as a warning on the ``spatial_tf`` logger) and the result is simply not kept."""
+    store_bytes(entry, json.dumps(value).encode(), ".json")
+
+
+def load_bytes(entry: str, suffix: str = ".bin") -> Optional[bytes]:
+    """The stored bytes for ``entry``, or None."""
+    folder = directory()
+    if folder is None:
+        return None
+    try:
+        return (folder / f"{entry}{suffix}").read_bytes()
+    except OSError:
+        return None
+
+
+def store_bytes(entry: str, data: bytes, suffix: str = ".bin") -> None:
+    """Store ``data`` for ``entry``, whole or not at all (see ``store``)."""
     folder = directory()
     if folder is None:
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
         handle, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
-        with os.fdopen(handle, "w") as f:
-            json.dump(value, f)
-        os.replace(partial, folder / f"{entry}.json")
+        with os.fdopen(handle, "wb") as f:
+            f.write(data)
+        os.replace(partial, folder / f"{entry}{suffix}")
     except OSError as e:
         if str(folder) not in _warned:
             _warned.add(str(folder))

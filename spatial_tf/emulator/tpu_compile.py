@@ -163,7 +163,7 @@ class TpuProgram:
 
     def verdict(self) -> str:
         """One line: fits with its peak, or the compiler's out-of-memory figures."""
-        if self.fits:
+        if self.memory is not None:
             return (f"fits one {self.device_kind} core: peak "
                     f"{table.format_bytes(self.memory['peak'])} per core")
         need = table.format_bytes(self.required_bytes) if self.required_bytes else "?"
@@ -180,7 +180,7 @@ def out_of_memory_bytes(message: str):
 
     >>> out_of_memory_bytes("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total "
     ...     "memory required for HLO temporaries (17.22G) exceeds available HBM (15.48G).")
-    (18489903841, 16621523435)
+    (18489834209, 16621523436)
     """
     found = [round(float(v) * _UNITS[u]) for v, u in _OOM.findall(message)]
     return (found[0], found[1]) if len(found) >= 2 else (None, None)
@@ -189,18 +189,8 @@ def out_of_memory_bytes(message: str):
 def strip_copies(hlo: bytes) -> bytes:
     """Serialized ``hlo`` with every ``copy`` instruction removed (its users read its
     operand): the TPU pipeline refuses the ``mhlo.copy`` a TensorFlow program's results
-    carry, and XLA's copy insertion adds back the copies the program needs.
-
-    The module and its computations are also renamed to names that do not depend on the
-    trace (TensorFlow names them after the traced function and a counter, e.g.
-    ``a_inference_step_246__``), so the same step traced again, in this process or
-    another, is the same program to the compile cache."""
+    carry, and XLA's copy insertion adds back the copies the program needs."""
     module = hlo_pb2.HloModuleProto.FromString(hlo)
-    module.name, module.id = "spatial_tf_step", 0
-    for index, computation in enumerate(module.computations):
-        computation.name = f"computation_{index}"
-        if computation.id == module.entry_computation_id:
-            module.entry_computation_name = computation.name
     for computation in module.computations:
         source = {i.id: i.operand_ids[0] for i in computation.instructions
                   if i.opcode == "copy"}
@@ -265,7 +255,8 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     request = {"topology": target.generation.topology_for(num_partitions),
                "num_partitions": int(num_partitions), "free_in": [bool(f) for f in free_in],
                "propagate_out": bool(propagate_out)}
-    entry = compile_cache.key(program, json.dumps(request, sort_keys=True), version)
+    entry = compile_cache.program_key(program, "tpu", json.dumps(request, sort_keys=True),
+                                      version)
     result = compile_cache.load(entry)
     cached = result is not None
     if result is None:
