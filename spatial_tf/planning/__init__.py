@@ -6,7 +6,8 @@ spec on the emulator and ranks them (``plan.py``); ``candidate_specs`` enumerate
 ``parse_budget`` reads budgets (``"v3"``, ``"16GiB"``, bytes), ``LinearFit`` predicts
 sizes too large to compile, ``tpu_memory`` estimates TPU's tile padding, and
 ``plan_partition_friendly`` shows a user's model before and after
-``spatial_tf.layers.partition_friendly``.
+``spatial_tf.layers.partition_friendly``. With libtpu installed, ``search_fewest_cores``
+and ``search_largest_edge`` answer "on how many cores" and "how large" by TPU compiles.
 
 >>> from spatial_tf import planning
 >>> planning.candidate_specs((1, 64, 64, 64, 1), 4)
@@ -20,10 +21,12 @@ from spatial_tf.planning.fit import LinearFit, fewest_cores, largest_edge
 from spatial_tf.planning.friendly import FriendlyPlans, plan_partition_friendly
 from spatial_tf.planning.options import PlanOptions, Training
 from spatial_tf.planning.plan import Candidate, Plan, plan
+from spatial_tf.planning.search import Search, search_fewest_cores, search_largest_edge
 from spatial_tf.planning.tpu_memory import TpuEstimate, padded_bytes
 
 __all__ = [
     "plan", "Plan", "Candidate", "PlanOptions", "Training", "candidate_specs", "parse_budget", "Budget",
     "HBM_PER_DEVICE", "RESERVE_FRACTION", "LinearFit", "largest_edge", "fewest_cores",
     "padded_bytes", "TpuEstimate", "plan_partition_friendly", "FriendlyPlans",
+    "search_fewest_cores", "search_largest_edge", "Search",
 ]

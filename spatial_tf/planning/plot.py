@@ -21,10 +21,20 @@ def plot(plan, path: str) -> str:
     x = range(len(ok))
     fig, (mem, comm) = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(ok) + 4), 4.2))
     width = 0.4
-    mem.bar([i - width / 2 for i in x], [c.cpu["peak"] / GiB for c in ok], width,
-            label="XLA:CPU peak")
-    mem.bar([i + width / 2 for i in x], [c.tpu["peak"] / GiB for c in ok], width,
-            label="TPU estimate" + (" (bf16 activations)" if plan.bf16 else ""))
+    with_cpu = [i for i, c in zip(x, ok) if c.cpu]  # a TPU compiler's plan has no CPU figures
+    if with_cpu:
+        mem.bar([i - width / 2 for i in with_cpu], [ok[i].cpu["peak"] / GiB for i in with_cpu],
+                width, label="XLA:CPU peak")
+    if plan.tpu_source:  # the compiler's figures; a refused program hatched at what it needs
+        tpu_label = f"XLA:TPU peak ({plan.tpu_source.split(' (')[0]})"
+    else:
+        tpu_label = "TPU estimate" + (" (bf16 activations)" if plan.bf16 else "")
+    bars = mem.bar([i + width / 2 for i in x], [c.tpu["peak"] / GiB for c in ok], width,
+                   label=tpu_label)
+    for bar, c in zip(bars, ok):
+        if c.tpu_fits is False:
+            bar.set_hatch("//")
+            bar.set_alpha(0.5)
     if plan.budget is not None:
         mem.axhline(plan.budget.usable / GiB, color="red", linestyle="--",
                     label=f"budget {plan.budget.name}")

@@ -200,6 +200,6 @@ def test_keywords_of_earlier_releases_still_plan_and_say_where_they_moved():
     assert (training.loss, options.bf16, options.memory) == ("mse", True, "tpu")
     with pytest.raises(TypeError, match=r"plan: unexpected keyword argument\(s\) budgte; "
                        r"expected those of PlanOptions \(bf16, fit_check, fit_sizes, memory, "
-                       r"progress, reserve, symmetric, workers\) or Training \(loss, model_fn, "
+                       r"progress, reserve, symmetric, target, workers\) or Training \(loss, model_fn, "
                        r"optimizer\)"):
         spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, budgte="v3")

@@ -1,0 +1,192 @@
+"""The fewest cores, and the largest cube, that the TPU compiler fits: searched by compiles.
+
+With libtpu installed, the TPU compiler's out-of-memory verdict is the fit test. It comes
+back in seconds, while a program that fits takes seconds to many minutes to compile on a
+CPU machine, so both searches spend as few fitting compiles as they can:
+
+- ``search_fewest_cores`` tries core counts upward (1, 2, 4, ...) and, at each, the
+  candidate specs in the planner's order, stopping at the first that fits: every count
+  below the answer costs only out-of-memory verdicts, and the answer itself one fitting
+  compile. The answer is the one a loop compiling every spec at every count gives.
+- ``search_largest_edge`` bisects the cube edge (a multiple of ``multiple``) between a
+  size that fits and one that does not, assuming memory grows with the volume.
+
+Each probe is a ``plan`` of one spec with ``PlanOptions(target=...)``, so its figures and
+verdict are the planner's, and its compiles are cached like any other.
+"""
+import dataclasses
+import time
+from typing import Any, List, Optional, Sequence
+
+from spatial_tf.planning.candidates import candidate_specs, check_shape
+from spatial_tf.planning.options import PlanOptions, Training
+
+__all__ = ["Probe", "Search", "search_fewest_cores", "search_largest_edge"]
+
+CORE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """One compile of the search: the cores and shape tried, the spec, the verdict."""
+
+    num_cores: int
+    shape: tuple
+    spec: tuple
+    fits: bool
+    peak: int
+    seconds: float
+
+
+@dataclasses.dataclass
+class Search:
+    """What a search found: ``answer`` (cores or edge; None if nothing fits),
+    ``plan`` (the ``Plan`` of the answer's fitting spec), every ``Probe`` in order, and
+    where the figures come from (``source``)."""
+
+    question: str
+    answer: Optional[int]
+    plan: Any
+    probes: List[Probe]
+    source: str
+    seconds: float
+
+    def __str__(self):
+        from spatial_tf.table import format_bytes, format_table
+
+        rows = [[p.num_cores, "x".join(map(str, p.shape)), "[" + ",".join(map(str, p.spec)) + "]",
+                 "yes" if p.fits else "no", ("" if p.fits else "> ") + format_bytes(p.peak),
+                 f"{p.seconds:.1f}"] for p in self.probes]
+        table = format_table(["cores", "shape", "spec", "fits", "peak per core", "s"], rows,
+                             title=f"{self.question}: {self.source}",
+                             right=("peak per core", "s"))
+        found = "none fits" if self.answer is None else str(self.answer)
+        return f"{table}\nAnswer: {found} ({len(self.probes)} compiles, {self.seconds:.0f} s)."
+
+
+def _probe(step_or_model, shape, cores, budget, spec, options, training):
+    from spatial_tf.planning.plan import plan
+
+    start = time.perf_counter()
+    model = step_or_model
+    if training.model_fn is not None:
+        model = training.model_fn(tuple(shape[1:]))
+    result = plan(model, tuple(shape), cores, budget, specs=[spec], options=options,
+                  training=training)
+    candidate = result.candidates[0]
+    if not candidate.ok:
+        raise ValueError(f"search: {list(shape)} on {cores} core(s) with {list(spec)} did not "
+                         f"compile: {candidate.reason}. Fix: run that step once with "
+                         f"spatial_tf.Emulator({cores}).run(...) to see the full error.")
+    probe = Probe(cores, tuple(shape), tuple(spec), bool(candidate.fits),
+                  candidate.peak("tpu"), time.perf_counter() - start)
+    return probe, result
+
+
+def _options(options, budget):
+    from spatial_tf.emulator.tpu_compile import check_compiler, tpu_target
+
+    options = options or PlanOptions(progress=False)
+    target = options.target
+    if target in (None, "auto"):
+        if budget is None:
+            raise ValueError(
+                "search: no TPU to compile for; expected a budget naming a TPU generation "
+                "or PlanOptions(target=...). Fix: budget='v3'.")
+        target = budget
+    checked = tpu_target(target)
+    check_compiler("search", checked)
+    return dataclasses.replace(options, target=checked.name, fit_sizes=None, memory="tpu")
+
+
+def search_fewest_cores(step_or_model: Any, shape: Sequence[int], budget: Any, *,
+                        core_counts: Sequence[int] = CORE_COUNTS,
+                        options: Optional[PlanOptions] = None,
+                        training: Optional[Training] = None) -> Search:
+    """The fewest cores per replica on which the TPU compiler fits ``shape``.
+
+    ``budget``: a TPU generation (``"v3"``) whose compiler decides, or any budget with
+    ``options.target``. Counts whose specs cannot split ``shape`` are skipped.
+
+    >>> import tensorflow as tf
+    >>> w = tf.Variable(tf.ones([3, 3, 1, 4]))
+    >>> step = lambda x: tf.reduce_sum(tf.nn.conv2d(x, w, 1, "SAME"))
+    >>> found = search_fewest_cores(step, (1, 128, 128, 1), "v5e", core_counts=(1, 2))
+    >>> found.answer, [p.fits for p in found.probes]
+    (1, [True])
+    """
+    start = time.perf_counter()
+    shape = check_shape(shape, "search_fewest_cores")
+    options = _options(options, budget)
+    training = training or Training()
+    probes: List[Probe] = []
+    for cores in sorted(core_counts):
+        try:
+            specs = candidate_specs(shape, cores, symmetric=options.symmetric)
+        except ValueError:
+            continue  # no spec of this count splits the shape
+        for spec in specs:
+            probe, result = _probe(step_or_model, shape, cores, budget, spec, options, training)
+            probes.append(probe)
+            if probe.fits:
+                return Search(f"fewest cores for {list(shape)}", cores, result, probes,
+                              result.tpu_source, time.perf_counter() - start)
+    return Search(f"fewest cores for {list(shape)}", None, None, probes,
+                  _source(options), time.perf_counter() - start)
+
+
+def search_largest_edge(step_or_model: Any, shape: Sequence[int], num_cores: int,
+                        budget: Any, *, spec: Optional[Sequence[int]] = None,
+                        multiple: int = 1, high: Optional[int] = None,
+                        options: Optional[PlanOptions] = None,
+                        training: Optional[Training] = None) -> Search:
+    """The largest cube edge (a multiple of ``multiple``, up to ``high``) whose volume
+    ``shape`` (its batch and channels kept, every spatial axis that edge) the TPU
+    compiler fits on ``num_cores`` cores with ``spec`` (default: the planner's first
+    candidate at each size). A Keras model of fixed input size needs
+    ``training.model_fn``. ``high`` defaults to 16 times the given edge.
+    """
+    start = time.perf_counter()
+    shape = check_shape(shape, "search_largest_edge")
+    options = _options(options, budget)
+    training = training or Training()
+    rank = len(shape) - 2
+    probes: List[Probe] = []
+    best = None
+
+    def at(edge):
+        nonlocal best
+        sized = (shape[0],) + (edge,) * rank + (shape[-1],)
+        chosen = tuple(spec) if spec is not None else candidate_specs(sized, num_cores)[0]
+        probe, result = _probe(step_or_model, sized, num_cores, budget, chosen, options,
+                               training)
+        probes.append(probe)
+        if probe.fits and (best is None or edge > best[0]):
+            best = (edge, result)
+        return probe.fits
+
+    low, top = multiple, (high or 16 * max(shape[1:-1])) // multiple * multiple
+    if not at(low):
+        return Search(f"largest cube on {num_cores} core(s)", None, None, probes,
+                      _source(options), time.perf_counter() - start)
+    if at(top):
+        low = top
+    else:
+        while top - low > multiple:  # low fits, top does not
+            middle = (low + top) // 2 // multiple * multiple
+            if middle in (low, top):
+                break
+            if at(middle):
+                low = middle
+            else:
+                top = middle
+    plan = best[1] if best is not None else None  # low fits, so best is set
+    return Search(f"largest cube on {num_cores} core(s)", low, plan, probes,
+                  plan.tpu_source if plan is not None else _source(options),
+                  time.perf_counter() - start)
+
+
+def _source(options):
+    from spatial_tf.emulator.tpu_compile import libtpu_version
+
+    return f"the TPU compiler for {options.target} (XLA:TPU, libtpu {libtpu_version()})"
