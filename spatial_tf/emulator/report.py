@@ -84,7 +84,7 @@ class Report:
         rows = [[k, format_bytes(self.partitioned[k]), format_bytes(self.unpartitioned[k]),
                  _ratio(self.partitioned[k], self.unpartitioned[k])]
                 for k in MEMORY_KINDS + ("peak",)]
-        title = (f"{self.function} on {layout}; XLA:CPU on {cores} virtual CPU devices, "
+        title = (f"{self.function} on {layout} ({cores} virtual CPU devices); "
                  f"compile {self.compile_seconds['partitioned']:.1f} s partitioned, "
                  f"{self.compile_seconds['unpartitioned']:.1f} s unpartitioned")
         if self.tpu:
@@ -92,7 +92,7 @@ class Report:
             headers += [f"{name} per core", f"{name} unpartitioned", f"{name} ratio"]
             for row, k in zip(rows, MEMORY_KINDS + ("peak",)):
                 row += _tpu_cells(self.tpu, k)
-            title += f"; {name}: {self.tpu['source']}"
+            title += f"; first columns XLA:CPU, {name} columns {self.tpu['source']}"
         memory = format_table(headers, rows, title=title,
                               right=[h for h in headers if h != "bytes"])
         if self.tpu:

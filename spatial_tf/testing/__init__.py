@@ -12,8 +12,9 @@ True
 """
 from spatial_tf.testing import plugin  # noqa: F401  (spatial_tf.testing.plugin, for -p)
 from spatial_tf.testing.assertions import (
+    assert_fits_tpu,
     assert_no_activation_gather,
     assert_partitioned_matches,
 )
 
-__all__ = ["assert_partitioned_matches", "assert_no_activation_gather"]
+__all__ = ["assert_partitioned_matches", "assert_no_activation_gather", "assert_fits_tpu"]

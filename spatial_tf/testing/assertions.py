@@ -15,7 +15,7 @@ True
 """
 from spatial_tf.emulator.report import display_name
 
-__all__ = ["assert_partitioned_matches", "assert_no_activation_gather"]
+__all__ = ["assert_partitioned_matches", "assert_no_activation_gather", "assert_fits_tpu"]
 
 
 def _check_emulator(emulator, where):
@@ -68,3 +68,36 @@ def assert_no_activation_gather(emulator, step, args=(), kwargs=None, *,
             f"gather(s) on {emulator!r}; the split does not survive these ops:\n{report}"
         )
     return report
+
+
+def assert_fits_tpu(emulator, step, args=(), kwargs=None, *, target=None, max_bytes=None):
+    """Assert XLA's TPU compiler fits the partitioned ``step`` in one core of ``target``.
+
+    ``target`` (default: the emulator's ``target``) is a TPU generation such as
+    ``"v5e"``; the step is compiled for the emulator's cores per replica by the TPU
+    compiler (libtpu, compile-only; ``pip install "spatial-tf[tpu-compile]"``), which
+    refuses a program that does not fit the core's HBM. ``max_bytes``: also require the
+    compiler's per-core peak to be at most this. Returns the ``TpuCompiledStep``; raises
+    ``AssertionError`` with the compiler's verdict and the emulator's report.
+    """
+    __tracebackhide__ = True
+    _check_emulator(emulator, "assert_fits_tpu")
+    target = target if target is not None else emulator.target
+    if target is None:
+        raise ValueError(
+            "assert_fits_tpu: no target; expected a TPU generation, from target= or "
+            "the emulator's. Fix: assert_fits_tpu(emulator, step, args, target='v5e') or "
+            "spatial_tf.Emulator(..., target='v5e').")
+    on_tpu = emulator.compile(step, args, kwargs, target=target)
+    peak = on_tpu.memory()["peak"] if on_tpu.fits else None
+    if not on_tpu.fits or (max_bytes is not None and peak > max_bytes):
+        from spatial_tf.table import format_bytes
+
+        limit = "" if max_bytes is None else f" (limit {format_bytes(max_bytes)} per core)"
+        raise AssertionError(
+            f"{display_name(on_tpu.traced.name)} on {emulator.num_cores_per_replica} "
+            f"core(s) of TPU {on_tpu.target.name}: {on_tpu.verdict()}{limit}; "
+            f"{on_tpu.source}.\n"
+            f"{emulator.report(step, args, kwargs, target=target)}"
+        )
+    return on_tpu
