@@ -5,6 +5,9 @@ them ranked: fits the per-core budget, then least halo + resharding bytes. Volum
 larger than 64^3 are predicted from compiles at smaller cubes (``--fit-sizes``).
 ``--max-size`` adds the largest cube that fits the budget on these cores; ``--plot``
 writes per-core memory against the budget and the communication of each candidate.
+With libtpu installed and a TPU generation as ``--budget``, XLA's TPU compiler compiles
+every candidate at ``--shape`` itself and decides the fit; ``--max-size`` and
+``--fewest-cores`` are then searched by TPU compiles.
 """
 import argparse
 import math
@@ -80,7 +83,13 @@ def add_parser(subparsers):
                         f"--shape (default: none up to 64^3, else "
                         f"{','.join(map(str, DEFAULT_FIT_SIZES))})")
     p.add_argument("--max-size", action="store_true",
-                   help="also print the largest cube that fits --budget on --cores")
+                   help="also print the largest cube that fits --budget on --cores (with "
+                        "the TPU compiler: searched by compiles; else predicted from the "
+                        "fit)")
+    p.add_argument("--fewest-cores", action="store_true",
+                   help="also print the fewest cores per replica on which the TPU "
+                        "compiler fits --shape (needs libtpu and a TPU generation as "
+                        "--budget)")
     p.add_argument("--plot", metavar="PNG", help="write memory and communication per candidate")
     p.add_argument("--workers", type=positive_int(1, 64), default=1, metavar="N",
                    help="compiles at once (threads; default 1)")
@@ -99,14 +108,19 @@ def check_args(parser, args):
             check_file("--plot", args.plot, example="plan.png")
         except ValueError as e:
             parser.error(str(e))
-    if args.fit_sizes == "auto" and not args.max_size and _tpu_compiler_decides(args):
+    compiler = _tpu_compiler_decides(args)
+    if args.fewest_cores and not compiler:
+        parser.error("argument --fewest-cores: needs XLA's TPU compiler (pip install "
+                     "'spatial-tf[tpu-compile]') and a TPU generation as --budget; expected "
+                     "e.g. --budget v3")
+    if args.fit_sizes == "auto" and compiler:
         args.fit_sizes = None  # the TPU compiler compiles at the real size
     if args.fit_sizes == "auto":
         big = math.prod(args.shape[1:-1]) > AUTO_FIT_VOXELS
         args.fit_sizes = list(DEFAULT_FIT_SIZES) if big or args.max_size else None
     if args.max_size and args.budget is None:
         parser.error("argument --max-size: needs --budget; expected e.g. --budget v3")
-    if args.max_size and args.fit_sizes is None:
+    if args.max_size and args.fit_sizes is None and not compiler:
         parser.error("argument --max-size: needs --fit-sizes; expected e.g. --fit-sizes 32,48,64")
     pool = 2 ** (args.depth - 1)
     for edge in args.fit_sizes or ():
@@ -170,7 +184,13 @@ def run(args):
           f"{args.filters * 2 ** (args.depth - 1)} filters, batch norm, {args.classes} "
           f"classes, Adam train step")
     print(result)
-    if args.max_size:
+    training = planning.Training(model_fn=model_fn)
+    if args.max_size and result.tpu_source:
+        found = planning.search_largest_edge(model, shape, args.cores, budget.name,
+                                             multiple=2 ** (args.depth - 1),
+                                             training=training)
+        print(f"\n{found}")
+    elif args.max_size:
         edge, best = result.largest_edge(multiple=2 ** (args.depth - 1))
         if best is None:
             print(f"\nlargest cube within {budget} on {args.cores} core(s): none (the fixed "
@@ -178,6 +198,8 @@ def run(args):
         else:
             print(f"\nlargest cube within {budget} on {args.cores} core(s): {edge}^3 with "
                   f"{'[' + ','.join(map(str, best.spec)) + ']'} (predicted)")
+    if args.fewest_cores:
+        print(f"\n{planning.search_fewest_cores(model, shape, budget.name, training=training)}")
     if args.plot:
         from spatial_tf.commands.outputs import write_atomically
         from spatial_tf.planning.plot import plot

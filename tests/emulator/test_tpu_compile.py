@@ -264,3 +264,38 @@ def test_the_worker_reports_a_compiler_that_cannot_start(tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["status"] == "error" and result["message"]
     assert np.isfinite(result["seconds"])
+
+
+@needs_libtpu
+def test_a_program_the_tpu_compiler_refuses_is_a_compile_error_naming_step_and_target():
+    # annotated for 4 cores, handed over for 2: XLA's own refusal of an invalid sharding
+    traced = Emulator(4).lower(lambda x: tf.reduce_sum(spatial_tf.split(x, [1, 4]) ** 2),
+                               (tf.ones([4, 8]),)).traced
+    with pytest.raises(spatial_tf.emulator.CompileError) as e:
+        compile_for_tpu(traced.hlo, 2, "v5e", name="train_step", free_in=[True],
+                        propagate_out=True)
+    message = str(e.value)
+    assert message.startswith("train_step: the TPU compiler refused the step for TPU v5e "
+                              "(2 core(s)): INVALID_ARGUMENT: ")
+    assert "Invalid sharding" in message and "device 2 >= num_devices (2)" in message
+    assert e.value.function == "train_step"
+
+
+@needs_libtpu
+def test_the_planners_figure_is_the_compilers_for_the_same_program():
+    w = tf.Variable(tf.ones([3, 3, 3, 1, 4]))
+
+    def step(x):
+        return tf.reduce_sum(tf.nn.conv3d(x, w, [1] * 5, "SAME") ** 2)
+
+    plan = spatial_tf.plan(step, (1, 32, 32, 32, 1), 2, budget="v4", specs=[(1, 2, 1, 1, 1)],
+                           options=planning.PlanOptions(progress=False))
+
+    def split_step(x):
+        return step(spatial_tf.split(x, [1, 2, 1, 1, 1]))
+
+    direct = Emulator(2).compile(split_step, (np.zeros([1, 32, 32, 32, 1], np.float32),),
+                                 target="v4")
+    assert plan.candidates[0].tpu == direct.memory()
+    assert plan.candidates[0].halo_bytes == sum(
+        c.bytes for c in direct.collectives() if c.kind == "collective-permute") > 0

@@ -21,8 +21,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
      "argument --fit-sizes: expected 2 to 4 different comma-separated cube edges"),
     (["--shape", "1,16,16,16,1", "--max-size"],
      "argument --max-size: needs --budget; expected e.g. --budget v3"),
-    (["--shape", "1,16,16,16,1", "--budget", "v3", "--max-size", "--fit-sizes", "none"],
+    (["--shape", "1,16,16,16,1", "--budget", "v3", "--max-size", "--fit-sizes", "none",
+      "--memory", "cpu"],
      "argument --max-size: needs --fit-sizes; expected e.g. --fit-sizes 32,48,64"),
+    (["--shape", "1,16,16,16,1", "--budget", "16GiB", "--fewest-cores"],
+     "argument --fewest-cores: needs XLA's TPU compiler (pip install "
+     "'spatial-tf[tpu-compile]') and a TPU generation as --budget; expected e.g. --budget v3"),
     (["--shape", "1,16,16,16,1", "--fit-sizes", "16,18"],
      "argument --fit-sizes: 18 is not allowed with --depth 3; expected multiples of 4"),
     (["--shape", "1,16,18,16,1"],
@@ -64,3 +68,28 @@ def test_a_small_plan_with_max_size_and_plot(tmp_path):
     edge = int(text.split("on 2 core(s): ")[1].split("^3")[0])
     assert edge >= 16 and edge % 2 == 0
     assert png.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("spatial_tf.emulator.tpu_compile", fromlist=["x"])
+                    .libtpu_version() is None,
+                    reason="needs libtpu (XLA's TPU compiler): pip install "
+                           "'spatial-tf[tpu-compile]'")
+def test_a_tpu_budget_is_decided_by_the_tpu_compiler(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "spatial_tf", "plan", "--shape", "1,16,16,16,1", "--cores", "2",
+         "--depth", "2", "--filters", "2", "--classes", "2", "--budget", "v5e",
+         "--fewest-cores", "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SPATIAL_TF_COMPILE_CACHE": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    header = next(line for line in text.splitlines() if line.startswith("rank"))
+    assert header.split()[:6] == ["rank", "spec", "fits", "peak", "CPU", "peak"]
+    assert header.split()[6] == "TPU" and "est." not in header
+    assert "Fits and peak TPU: the TPU compiler for v5e (XLA:TPU, libtpu " in text
+    assert "Recommended [1,2,1,1,1]: fits v5e (the TPU compiler accepted it; peak " in text
+    assert "fewest cores for [1, 16, 16, 16, 1]: the TPU compiler for v5e" in text
+    assert "Answer: 1 (1 compiles" in text
+    assert "compiling for TPU v5e (2 core(s)) with XLA's TPU compiler" in out.stderr
