@@ -21,6 +21,7 @@ import os
 import sys
 
 from spatial_tf.commands.options import add_modality_option, positive_int, power_of_two
+from spatial_tf.tpu_generations import names
 
 __all__ = ["add_parser", "run", "slice_png", "check_args"]
 
@@ -50,8 +51,8 @@ def add_parser(subparsers):
                    help="unet3d: cores per replica each tile (or the volume) is split over, "
                         "TPU if present, else the emulator (default 1: unpartitioned)")
     p.add_argument("--budget", metavar="BUDGET",
-                   help="with --tile auto: memory per core, a TPU generation (v2, v3, v4, "
-                        "v5e, v5p) or bytes (16GiB)")
+                   help=f"with --tile auto: memory per core, a TPU generation ({names()}) "
+                        f"or bytes (16GiB)")
     add_modality_option(p)
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p

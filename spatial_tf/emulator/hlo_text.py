@@ -11,7 +11,7 @@ import dataclasses
 import re
 
 __all__ = ["Collective", "collectives", "shape_bytes", "dims", "tuple_elements", "KINDS",
-           "GATHER_KINDS"]
+           "GATHER_KINDS", "element_bytes", "arrays", "INSTRUCTION"]
 
 # kind -> what it means in a spatially partitioned program
 KINDS = {
@@ -29,9 +29,12 @@ _BYTES = {
     "pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
     "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
 }
-_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
-_INSTRUCTION = re.compile(
-    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.*?)\s+(?P<op>[a-z][a-z0-9\-]*)\("
+# dtype (fp8 names such as f8e4m3fn included), dims, and the layout's minor-to-major order
+_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\](?:\{([\d,]*)[^}]*\})?")
+# one instruction: ``[ROOT] %name = shape op(``
+INSTRUCTION = re.compile(
+    r"^\s*(?P<root>ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.*?)\s+"
+    r"(?P<op>[a-z][a-z0-9\-]*)\("
 )
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
 _CALLS = re.compile(r"calls=%?([\w.\-]+)")
@@ -50,14 +53,37 @@ class Collective:
     op_name: str
 
 
+def element_bytes(dtype):
+    """Bytes of one element of an HLO ``dtype`` (``f32`` 4, ``bf16`` 2, fp8 types 1).
+
+    >>> element_bytes("bf16"), element_bytes("f8e4m3fn"), element_bytes("c128")
+    (2, 1, 16)
+    """
+    return _BYTES.get(dtype, 1 if dtype.startswith("f8") else 4)
+
+
+def arrays(shape):
+    """``[(dtype, dims, minor_to_major or None), ...]`` of an HLO shape string.
+
+    >>> arrays("(f32[2,3]{1,0}, s32[])")
+    [('f32', (2, 3), (1, 0)), ('s32', (), None)]
+    """
+    found = []
+    for dtype, sizes, layout in _ARRAY.findall(re.sub(r"/\*.*?\*/", "", shape)):
+        sizes = tuple(int(d) for d in sizes.split(",") if d)
+        order = tuple(int(d) for d in layout.split(",") if d) if layout else None
+        found.append((dtype, sizes, order if order and len(order) == len(sizes) else None))
+    return found
+
+
 def shape_bytes(shape):
     """Bytes of an HLO shape string (a tuple counts all its arrays)."""
     total = 0
-    for dtype, dims in _ARRAY.findall(shape):
+    for dtype, sizes, _ in arrays(shape):
         count = 1
-        for d in filter(None, dims.split(",")):
-            count *= int(d)
-        total += count * _BYTES.get(dtype, 1 if dtype.startswith("f8") else 4)
+        for d in sizes:
+            count *= d
+        total += count * element_bytes(dtype)
     return total
 
 
@@ -67,10 +93,8 @@ def dims(shape):
     >>> dims("f32[4,3,256,256]{3,2,1,0}"), dims("(f32[2], s32[])")
     ([4, 3, 256, 256], [])
     """
-    arrays = _ARRAY.findall(shape)
-    if len(arrays) != 1:
-        return []
-    return [int(d) for d in filter(None, arrays[0][1].split(","))]
+    found = arrays(shape)
+    return list(found[0][1]) if len(found) == 1 else []
 
 
 def _strip_layout(shape):
@@ -128,7 +152,7 @@ def _async_called(lines):
     """Computation name -> collective kind, for computations an ``async-start`` runs."""
     called = set()
     for line in lines:
-        m = _INSTRUCTION.match(line)
+        m = INSTRUCTION.match(line)
         if m and m.group("op") == "async-start":
             calls = _CALLS.search(line)
             if calls:
@@ -136,7 +160,7 @@ def _async_called(lines):
     kinds, current = {}, None
     for line in lines:
         current = _header(line) or current
-        m = _INSTRUCTION.match(line)
+        m = INSTRUCTION.match(line)
         if current in called and m and m.group("op") in KINDS:
             kinds.setdefault(current, m.group("op"))
     return kinds
@@ -162,7 +186,7 @@ def collectives(hlo_text):
     found, current, named = [], None, {}
     for line in lines:
         current = _header(line) or current
-        m = _INSTRUCTION.match(line)
+        m = INSTRUCTION.match(line)
         own = _OP_NAME.search(line) if m else None
         if own:
             named[m.group("name")] = own.group(1)

@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context, logs
-from spatial_tf.checks import check_int
+from spatial_tf.checks import CORE_COUNTS, check_int
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.emulator import _distribute, _xla, hosts, on_read, runner
 from spatial_tf.emulator.compiled import CompiledStep, Lowered
@@ -282,14 +282,12 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         op = _reduce_op(reduce_op)
         with self.scope():
             if axis is not None:
+                # the mean over replicas of per-replica means along axis is the global
+                # mean, since every replica has the same batch, as on a TPU
                 fn = tf.reduce_sum if op == tf.distribute.ReduceOp.SUM else tf.reduce_mean
                 value = tf.nest.map_structure(
                     lambda v: _map_local(self, v, lambda t: fn(t, axis=axis)), value
                 )
-                if op == tf.distribute.ReduceOp.MEAN and axis is not None:
-                    # the mean over replicas of per-replica means along axis equals the
-                    # global mean when every replica has the same batch, as here
-                    pass
             return tf.nest.map_structure(lambda v: self.extended.reduce_to(op, v, "/cpu:0"), value)
 
     # ------------------------------------------------------------ logical devices
@@ -451,7 +449,7 @@ def _product_hints(dims, product, cores, tensor):
         suggested = [1] * rank
         suggested[split[0] if split else min(1, rank - 1)] = cores
         example = f", e.g. {suggested}"
-    fits = 0 < product <= 128 and product & (product - 1) == 0
+    fits = product in CORE_COUNTS
     other = f" or an emulator with num_cores_per_replica={product}," if fits else ""
     return example, other
 

@@ -42,7 +42,6 @@ _UNITS = {
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_SLICE = re.compile(r"^\s*(v\d+[a-z]*|[a-z]+)(?:-(\d+))?\s*$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +117,6 @@ def parse_budget(value: Any, reserve: Optional[float] = None) -> Budget:
 
 def _generation_of(value):
     """The generation record a budget string names (``"v3"``, ``"v3-8"``), or None."""
-    if _SLICE.match(value.lower()) is None:
-        return None
     try:
         return generation(value)
     except ValueError:

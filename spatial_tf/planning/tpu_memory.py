@@ -33,27 +33,21 @@ import dataclasses
 import re
 from typing import Optional, Sequence
 
+from spatial_tf.emulator.hlo_text import INSTRUCTION as _INSTRUCTION
+from spatial_tf.emulator.hlo_text import arrays, element_bytes
+
 __all__ = ["padded_bytes", "TpuEstimate", "estimate", "parse_arrays"]
 
-_BYTES = {
-    "pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
-    "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
-}
 LANES = 128
 _SUBLANES = {1: 32, 2: 16}  # else 8
-_ARRAY = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\](?:\{([\d,]*)[^}]*\})?")
-_INSTRUCTION = re.compile(
-    r"^\s*(?P<root>ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.*?)\s+(?P<op>[a-z][a-z0-9\-]*)\("
-)
 _HEADER = re.compile(r"^\s*(?P<entry>ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*\(.*\{\s*$")
 _FUSED = re.compile(r"\bfusion\(.*?calls=%?([\w.\-]+)")
 # instructions whose result is no new buffer (aliases or bookkeeping)
 _NO_BUFFER = {"parameter", "tuple", "get-tuple-element", "bitcast", "constant",
               "partition-id", "replica-id", "after-all", "opt-barrier"}
 
-
-def element_bytes(dtype: str) -> int:
-    return _BYTES.get(dtype, 1 if dtype.startswith("f8") else 4)
+# one reader of HLO shapes for the package: the emulator's (spatial_tf.emulator.hlo_text)
+parse_arrays = arrays
 
 
 def padded_bytes(dtype: str, dims: Sequence[int], minor_to_major: Optional[Sequence[int]] = None) -> int:
@@ -84,23 +78,9 @@ def _round_up(n, m):
     return -(-n // m) * m if n else 0
 
 
-def parse_arrays(shape: str):
-    """``[(dtype, dims, minor_to_major or None), ...]`` of an HLO shape string.
-
-    >>> parse_arrays("(f32[2,3]{1,0}, s32[])")
-    [('f32', (2, 3), (1, 0)), ('s32', (), None)]
-    """
-    out = []
-    for dtype, dims, layout in _ARRAY.findall(shape):
-        dims = tuple(int(d) for d in dims.split(",") if d)
-        order = tuple(int(d) for d in layout.split(",") if d) if layout else None
-        out.append((dtype, dims, order if order and len(order) == len(dims) else None))
-    return out
-
-
-def _dense(arrays):
+def _dense(found):
     total = 0
-    for dtype, dims, _ in arrays:
+    for dtype, dims, _ in found:
         n = 1
         for d in dims:
             n *= d
@@ -108,9 +88,9 @@ def _dense(arrays):
     return total
 
 
-def _padded(arrays, bf16=False):
+def _padded(found, bf16=False):
     total = 0
-    for dtype, dims, order in arrays:
+    for dtype, dims, order in found:
         if bf16 and dtype == "f32":
             dtype = "bf16"
         total += padded_bytes(dtype, dims, order)
@@ -148,14 +128,14 @@ def estimate(hlo_text: str, cpu: dict, *, bf16: bool = False) -> TpuEstimate:
         m = _INSTRUCTION.match(line)
         if m is None or computation in fused:
             continue
-        arrays = parse_arrays(_strip_comments(m.group("shape")))
+        found = arrays(m.group("shape"))
         op = m.group("op")
         if entry and op == "parameter":
-            params += arrays
+            params += found
         elif entry and m.group("root"):
-            results += arrays
+            results += found
         if op not in _NO_BUFFER:
-            values += arrays
+            values += found
     arg_factor = _factor(params, _padded(params))
     out_factor = _factor(results, _padded(results))
     temp_factor = _factor(values, _padded(values, bf16))
@@ -167,10 +147,6 @@ def estimate(hlo_text: str, cpu: dict, *, bf16: bool = False) -> TpuEstimate:
                        arg_factor, out_factor, temp_factor, bf16)
 
 
-def _factor(arrays, padded):
-    dense = _dense(arrays)
+def _factor(found, padded):
+    dense = _dense(found)
     return padded / dense if dense else 1.0
-
-
-def _strip_comments(shape):
-    return re.sub(r"/\*.*?\*/", "", shape)

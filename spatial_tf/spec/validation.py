@@ -26,7 +26,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from spatial_tf.checks import check_int
+from spatial_tf.checks import CORE_COUNTS, check_int
 from spatial_tf.spec.leaves import Assign, PartialTile, Replicate, Tile, _Leaf
 from spatial_tf.spec.paths import children, flatten_with_paths, is_namedtuple, top_level_names
 
@@ -35,14 +35,14 @@ __all__ = [
     "parse",
     "check_cores",
     "infer_num_cores",
-    "inputs_and_spec",
     "check_num_cores_per_replica",
     "VALID_CORES_PER_REPLICA",
     "MAX_CORES_PER_REPLICA",
 ]
 
-MAX_CORES_PER_REPLICA = 128  # TPUConfig's limit on num_cores_per_replica
-VALID_CORES_PER_REPLICA = tuple(2**i for i in range(MAX_CORES_PER_REPLICA.bit_length()))
+# TPUConfig's values of num_cores_per_replica: 1, 2, 4, ..., 128 (spatial_tf.checks)
+VALID_CORES_PER_REPLICA = CORE_COUNTS
+MAX_CORES_PER_REPLICA = CORE_COUNTS[-1]
 
 
 def check_num_cores_per_replica(n: int, name: str = "num_cores_per_replica") -> int:

@@ -47,6 +47,8 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from spatial_tf.tpu_generations import generation as tpu_generation
+
 __all__ = ["SliceShape", "SLICES", "ALIASES", "SyntheticTopology", "canonical_name", "synthetic"]
 
 
@@ -73,10 +75,13 @@ class SliceShape:
         return int(np.prod(self.chips) // np.prod(self.host_chips))
 
 
-def _slice(name, chips, cores_per_chip, host_chips=(2, 2, 1)):
+def _slice(name, chips, host_chips=(2, 2, 1)):
+    """A named slice; its TensorFlow devices per chip are its generation's
+    (``spatial_tf.tpu_generations``)."""
     generation = name.rsplit("-", 1)[0]
     host = tuple(min(h, c) for h, c in zip(host_chips, chips))
-    return SliceShape(name, generation, tuple(chips), cores_per_chip, host)
+    return SliceShape(name, generation, tuple(chips), tpu_generation(name).devices_per_chip,
+                      host)
 
 
 _ONE_HOST_2X4 = (2, 4, 1)  # 8-chip single-host VMs (v5e, v6e "2x4", one host)
@@ -87,33 +92,33 @@ SLICES = {
         # v2 / v3: 2D chip mesh, 2 TensorFlow devices per chip, 4 chips per host.
         # Chips: "2x2 = v2-8, 4x4 = v2-32, 4x8 = v2-64, 8x8 = v2-128" (t5 issue #34);
         # 2 cores per chip: jax mesh_utils, TPUEstimator's table; hosts: t5x, DTensor.
-        _slice("v2-8", (2, 2, 1), 2),
-        _slice("v2-32", (4, 4, 1), 2),
-        _slice("v3-8", (2, 2, 1), 2),
-        _slice("v3-32", (4, 4, 1), 2),
-        _slice("v3-64", (4, 8, 1), 2),
-        _slice("v3-128", (8, 8, 1), 2),
-        _slice("v3-256", (8, 16, 1), 2),
+        _slice("v2-8", (2, 2, 1)),
+        _slice("v2-32", (4, 4, 1)),
+        _slice("v3-8", (2, 2, 1)),
+        _slice("v3-32", (4, 4, 1)),
+        _slice("v3-64", (4, 8, 1)),
+        _slice("v3-128", (8, 8, 1)),
+        _slice("v3-256", (8, 16, 1)),
         # v4 / v5p: 3D chip mesh, megacore (1 device per chip), 4 chips per host.
         # Cloud TPU v4 page: 2 TensorCores per chip, 3D mesh, AxBxC topologies; a v4
         # tray is 2x2x1 chips; v4-8 ids 0..3 at (0,0,0),(1,0,0),(0,1,0),(1,1,0) (jax #20305).
-        _slice("v4-8", (2, 2, 1), 1),
-        _slice("v4-16", (2, 2, 2), 1),
-        _slice("v4-32", (2, 2, 4), 1),
-        _slice("v4-64", (2, 4, 4), 1),
-        _slice("v5p-8", (2, 2, 1), 1),
-        _slice("v5p-16", (2, 2, 2), 1),
-        _slice("v5p-32", (2, 2, 4), 1),
+        _slice("v4-8", (2, 2, 1)),
+        _slice("v4-16", (2, 2, 2)),
+        _slice("v4-32", (2, 2, 4)),
+        _slice("v4-64", (2, 4, 4)),
+        _slice("v5p-8", (2, 2, 1)),
+        _slice("v5p-16", (2, 2, 2)),
+        _slice("v5p-32", (2, 2, 4)),
         # v5e / v6e: 2D chip mesh, 1 core per chip; 8-chip single host, else 4-chip VMs.
         # Cloud TPU v5e / v6e pages: one TensorCore per chip, 2D torus, topologies 2x2,
         # 2x4 (1 host), 4x4, 4x8; v6e-16 is 4 VMs of ct6e-standard-4t (4 chips each).
-        _slice("v5litepod-4", (2, 2, 1), 1),
-        _slice("v5litepod-8", (2, 4, 1), 1, _ONE_HOST_2X4),
-        _slice("v5litepod-16", (4, 4, 1), 1),
-        _slice("v6e-4", (2, 2, 1), 1),
-        _slice("v6e-8", (2, 4, 1), 1, _ONE_HOST_2X4),
-        _slice("v6e-16", (4, 4, 1), 1),
-        _slice("v6e-32", (4, 8, 1), 1),
+        _slice("v5litepod-4", (2, 2, 1)),
+        _slice("v5litepod-8", (2, 4, 1), _ONE_HOST_2X4),
+        _slice("v5litepod-16", (4, 4, 1)),
+        _slice("v6e-4", (2, 2, 1)),
+        _slice("v6e-8", (2, 4, 1), _ONE_HOST_2X4),
+        _slice("v6e-16", (4, 4, 1)),
+        _slice("v6e-32", (4, 8, 1)),
     ]
 }
 

@@ -1,0 +1,63 @@
+"""One record per TPU generation, read by budgets, slices and compile targets alike."""
+import pytest
+
+from spatial_tf.planning.budgets import HBM_PER_DEVICE, parse_budget
+from spatial_tf.topology.slices import SLICES
+from spatial_tf.tpu_generations import GENERATIONS, generation, names
+
+GiB = 2**30
+
+# Cloud TPU's documented figures (system-architecture pages), written out here rather than
+# read from the module they check
+DOCUMENTED = {"v2": (2, 8 * GiB), "v3": (2, 16 * GiB), "v4": (1, 32 * GiB),
+              "v5e": (1, 16 * GiB), "v5p": (1, 95 * GiB), "v6e": (1, 32 * GiB),
+              "tpu7x": (2, 96 * GiB)}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_each_generation_has_its_documented_devices_and_hbm(name):
+    record = generation(name)
+    assert (record.devices_per_chip, record.hbm_per_device) == DOCUMENTED[name]
+    assert HBM_PER_DEVICE[name] == (record.hbm_per_device, record.device)
+    assert parse_budget(name).device_bytes == record.hbm_per_device
+    assert record.source.startswith("cloud.google.com/tpu/docs/")
+
+
+def test_every_generation_is_documented_here_and_named_in_messages():
+    assert set(GENERATIONS) == set(DOCUMENTED)
+    assert names() == "v2, v3, v4, v5e, v5p, v6e, tpu7x"
+
+
+def test_tensorflow_runtimes_as_cloud_tpu_documents_them():
+    assert generation("tpu7x").tensorflow is None
+    assert generation("v5e").tensorflow == "2.18"
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("v5litepod", "v5e"), ("V5LITE", "v5e"), ("trillium", "v6e"), ("ironwood", "tpu7x"),
+    ("v3-8", "v3"), ("v5litepod-16", "v5e"), (" v4 ", "v4"),
+])
+def test_aliases_and_slice_names_fold_to_the_generation(name, expected):
+    assert generation(name).name == expected
+
+
+@pytest.mark.parametrize("bad", ["v9", "tpu", "v3x", ""])
+def test_unknown_generations_are_refused_with_the_known_ones(bad):
+    with pytest.raises(ValueError, match=f"unknown TPU generation {bad!r}; expected one of "
+                                         f"v2, v3, v4, v5e, v5p, v6e, tpu7x"):
+        generation(bad)
+
+
+def test_every_slice_takes_its_devices_per_chip_from_its_generation():
+    assert SLICES  # a loop over nothing must not pass
+    for name, shape in SLICES.items():
+        assert shape.cores_per_chip == DOCUMENTED[generation(name).name][0], name
+
+
+@pytest.mark.parametrize("name, cores, topology", [
+    ("v3", 1, "v3:2x2"), ("v3", 8, "v3:2x2"), ("v3", 16, "v3:4x4"), ("v3", 128, "v3:8x8"),
+    ("v4", 16, "v4:2x2x2"), ("v5e", 4, "v5e:2x2"), ("v5e", 5, "v5e:2x4"),
+    ("v5p", 128, "v5p:4x4x8"), ("v6e", 64, "v6e:8x8"), ("tpu7x", 32, "tpu7x:2x2x4"),
+])
+def test_the_smallest_compile_only_topology_that_holds_the_cores(name, cores, topology):
+    assert generation(name).topology_for(cores) == topology
