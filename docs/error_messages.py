@@ -20,7 +20,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "spatial_tf"
 PAGES = {
     "package": ("spatial_tf/__init__.py", "spatial_tf/__main__.py", "spatial_tf/_tf_internals.py",
                 "spatial_tf/checks.py", "spatial_tf/context.py", "spatial_tf/logs.py",
-                "spatial_tf/tpu_generations.py",
+                "spatial_tf/tpu_generations.py", "spatial_tf/frames.py",
                 "spatial_tf/table.py"),
     "spec": ("spatial_tf/spec/", "spatial_tf/annotate.py", "spatial_tf/summarize.py"),
     "topology": ("spatial_tf/topology/", "spatial_tf/devices.py", "spatial_tf/strategy.py"),

@@ -45,6 +45,7 @@ __all__ = [
     "cross_device_ops",
     "gen_xla_ops",
     "tpu_attribute",
+    "function_graph",
     "missing_internals",
     "TPULayout",
     "tpu_layout",
@@ -170,6 +171,15 @@ input_lib = _load("input_lib")
 input_util = _load("input_util")
 cross_device_ops = _load("cross_device_ops")
 gen_xla_ops = _load("gen_xla_ops")
+
+
+def function_graph(graph: Any, name: str) -> Any:
+    """The graph of the function ``name`` that ``graph`` calls (a nested ``tf.function``:
+    a ``PartitionedCall`` op's ``f``), or None. TensorFlow keeps it in the outer graph's
+    function library, reached only through ``Graph._get_function``."""
+    get = getattr(graph, "_get_function", None)
+    function = get(name) if get is not None else None
+    return getattr(function, "graph", None)
 
 
 def tpu_attribute(strategy: Any, name: str) -> Any:

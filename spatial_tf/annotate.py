@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-from spatial_tf import context
+from spatial_tf import context, frames
 from spatial_tf._tf_internals import tpu_layout, xla_sharding
 from spatial_tf.spec import (
     VALID_CORES_PER_REPLICA,
@@ -37,6 +37,8 @@ from spatial_tf.spec import (
     infer_num_cores,
     parse,
 )
+
+frames.register_exclusion(__file__)  # the user's line is never here
 
 __all__ = ["split", "annotate_tensor", "leaf_sharding"]
 

@@ -30,6 +30,7 @@ an optimizer keep the gradients whole on every core, like the weights.
 """
 import keras
 
+from spatial_tf import frames
 from spatial_tf.annotate import split
 from spatial_tf.halo_conv import HaloConv2D, HaloConv3D
 from spatial_tf.partition_friendly import (
@@ -40,6 +41,8 @@ from spatial_tf.partition_friendly import (
     unfuse_batch_norm,
 )
 from spatial_tf.spec import PartialTile, Replicate, Tile
+
+frames.register_exclusion(__file__)  # the user's line is never here
 
 __all__ = ["Split", "HaloConv2D", "HaloConv3D", "MaskedBatchNormalization",
            "partition_friendly", "Change", "changed_layers", "unfuse_batch_norm",

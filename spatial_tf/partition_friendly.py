@@ -49,11 +49,14 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
+from spatial_tf import frames
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_of_concatenation
 from spatial_tf.spec import Replicate
 from spatial_tf.update_order import (is_ordered, ordered_call, ordered_convolution,
                                      ordered_loss, ordered_regularizer)
+
+frames.register_exclusion(__file__)  # the user's line is never here
 
 __all__ = ["partition_friendly", "Change", "PartitionFriendlyWarning", "unfuse_batch_norm",
            "keep_gradients_whole", "changed_layers"]

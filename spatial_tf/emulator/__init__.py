@@ -15,6 +15,12 @@ Names are imported on first use, so the TPU compiler's worker process
 32.0
 """
 import importlib
+import os
+
+from spatial_tf import frames
+
+# the emulator's frames (tracing, replica contexts, host calls) are never the user's line
+frames.register_exclusion(os.path.dirname(__file__))
 
 __all__ = ["Emulator", "configure", "CompileError"]
 

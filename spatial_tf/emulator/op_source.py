@@ -23,6 +23,9 @@ import re
 import sysconfig
 from typing import Any, Optional
 
+from spatial_tf._tf_internals import function_graph
+from spatial_tf.frames import is_excluded
+
 __all__ = ["Source", "find", "user_frame"]
 
 GRADIENT_PREFIX = "gradient_tape/"
@@ -95,29 +98,46 @@ def _forward_op(graph, name, forward_type):
     return None
 
 
+_CALLS = ("PartitionedCall", "StatefulPartitionedCall")
+
+
 def _op(graph, name):
+    """The op ``name`` of ``graph``, or of the nested ``tf.function`` its scope calls:
+    XLA names an op inside a called function ``<call op>/<op in the function>``
+    (``model/StatefulPartitionedCall/Conv3D``), and the op, with the user's line in its
+    traceback, lives in that function's graph."""
     try:
         return graph.get_operation_by_name(name)
     except (KeyError, ValueError):
-        return None
+        pass
+    parts = name.split("/")
+    for end in range(len(parts) - 1, 0, -1):
+        try:
+            call = graph.get_operation_by_name("/".join(parts[:end]))
+        except (KeyError, ValueError):
+            continue
+        if call.type in _CALLS:
+            inner = function_graph(graph, call.get_attr("f").name)
+            return None if inner is None else _op(inner, "/".join(parts[end:]))
+    return None
 
 
 def user_frame(op):
     """The innermost frame of ``op.traceback`` outside TensorFlow, Keras, the standard
-    library and spatial_tf's own plumbing (emulator, split, layers), or None."""
+    library and spatial_tf's own plumbing (the modules that declared themselves with
+    ``spatial_tf.frames.register_exclusion``), or None."""
     library = _library_paths()
     for frame in reversed(list(op.traceback)):
-        if not frame.filename.startswith(library) and "<frozen" not in frame.filename:
+        name = frame.filename
+        if not name.startswith(library) and "<frozen" not in name and not is_excluded(name):
             return frame
     return None
 
 
 @functools.lru_cache(maxsize=None)
 def _library_paths():
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths = [sysconfig.get_paths()["stdlib"] + os.sep, os.path.join(package, "emulator", "")]
-    paths += [os.path.join(package, f) for f in
-              ("annotate.py", "layers.py", "halo_conv.py", "partition_friendly.py")]
+    """TensorFlow's, Keras', absl's and the standard library's folders."""
+    paths = [sysconfig.get_paths()["stdlib"] + os.sep]
     for name in ("tensorflow", "keras", "tf_keras", "keras_hub", "absl"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
