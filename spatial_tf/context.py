@@ -25,9 +25,30 @@ import threading
 
 import tensorflow as tf
 
-__all__ = ["TPUStrategyLike", "EmulatedLayout", "current_layout", "logical_device_scope"]
+__all__ = ["TPUStrategyLike", "EmulatedLayout", "current_layout", "logical_device_scope",
+           "note_model_change", "model_changes"]
 
 _state = threading.local()
+_changes_lock = threading.Lock()
+_changes = 0
+
+
+def note_model_change() -> None:
+    """Say that spatial_tf changed a model or optimizer in place (``partition_friendly``
+    replacing layers' calls, say): a step traced before no longer shows it, so the
+    emulator traces its steps again (``model_changes`` is part of its cache key)."""
+    global _changes
+    with _changes_lock:
+        _changes += 1
+
+
+def model_changes() -> int:
+    """How many times ``note_model_change`` was called in this process.
+
+    >>> before = model_changes(); note_model_change(); model_changes() - before
+    1
+    """
+    return _changes
 
 
 class TPUStrategyLike(abc.ABC):

@@ -28,7 +28,8 @@ import sys
 import tempfile
 import threading
 
-__all__ = ["VERBOSE_ENV", "verbose", "quiet", "is_log_noise", "start_tensorflow"]
+__all__ = ["VERBOSE_ENV", "verbose", "quiet", "is_log_noise", "without_noise",
+           "start_tensorflow"]
 
 VERBOSE_ENV = "SPATIAL_TF_VERBOSE"
 
@@ -41,6 +42,11 @@ _NOISE = (
     re.compile(rb"^E\d{4} [\d:. ]+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit"),
 )
 _PY_LOGGERS = ("absl", "tensorflow", "jax")
+# XLA's slow-operation alarm ("Constant folding an instruction is taking > 1s", "The
+# operation took 2.1s") is an error-level line followed by the instruction and a
+# paragraph of advice, ending with the line below: one block, dropped whole
+_ALARM = re.compile(rb"^E\d{4} [\d:. ]+ +\d+ slow_operation_alarm\.cc:\d+\] ")
+_ALARM_END = re.compile(rb"^If you'd like to file a bug")
 
 _lock = threading.RLock()
 _depth = 0
@@ -121,10 +127,30 @@ def _stderr_filtered():
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
-            kept = [line for line in sink.read().splitlines(keepends=True)
-                    if not is_log_noise(line)]
+            kept = without_noise(sink.read().splitlines(keepends=True))
             if kept:
                 os.write(2, b"".join(kept))
+
+
+def without_noise(lines):
+    """``lines`` (bytes) less TensorFlow's and XLA's log noise: info and warning lines,
+    and XLA's slow-operation alarms with the paragraph each carries.
+
+    >>> alarm = [b"E1127 09:34:34.858641 5551 slow_operation_alarm.cc:73] Constant folding",
+    ...          b"  %reduce.5 = f32[] reduce(...)", b"This isn't necessarily a bug;",
+    ...          b"If you'd like to file a bug, run with envvar XLA_FLAGS=...", b"kept"]
+    >>> without_noise(alarm)
+    [b'kept']
+    """
+    kept, in_alarm = [], False
+    for line in lines:
+        if _ALARM.match(line):
+            in_alarm = True
+        elif in_alarm:
+            in_alarm = not _ALARM_END.match(line)
+        elif not is_log_noise(line):
+            kept.append(line)
+    return kept
 
 
 def start_tensorflow():

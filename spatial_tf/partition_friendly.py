@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
-from spatial_tf import frames
+from spatial_tf import context, frames
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_of_concatenation
 from spatial_tf.spec import Replicate
@@ -164,6 +164,8 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
     for change, apply in plans:  # all checked first: a failure above changes nothing
         if apply is not None:
             apply()
+    if any(apply is not None for _, apply in plans):
+        context.note_model_change()  # steps traced before are traced again
     unhandled = [change for change, _ in plans if not change.handled]
     if warn and unhandled:
         warnings.warn(
@@ -200,6 +202,7 @@ def keep_gradients_whole(optimizer: Any) -> Change:
     change, apply = _optimizer_plan(optimizer)
     if apply is not None:
         apply()
+        context.note_model_change()
     return change
 
 
@@ -266,6 +269,8 @@ def unfuse_batch_norm(model) -> List[str]:
             if apply is not None:
                 apply()
                 changed.append(layer.name)
+    if changed:
+        context.note_model_change()
     return changed
 
 

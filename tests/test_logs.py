@@ -108,3 +108,24 @@ def test_verbose_passes_everything_through(monkeypatch, capfd):
     with logs.quiet():
         os.write(2, b"I1123 09:34:34.858641 1 a.cc:1] shown\n")
     assert capfd.readouterr().err == "I1123 09:34:34.858641 1 a.cc:1] shown\n"
+
+
+ALARM = (b"E1127 09:34:34.858641    5551 slow_operation_alarm.cc:73] Constant folding an "
+         b"instruction is taking > 1s:\n\n  %reduce.5 = f32[] reduce(f32[1048576]{0} %x), "
+         b"dimensions={0}\n\nThis isn't necessarily a bug; constant-folding is inherently a "
+         b"trade-off between compilation time and speed at runtime.\n\nIf you'd like to file "
+         b"a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.\n")
+
+
+def test_xla_slow_constant_folding_alarms_are_dropped_whole(capfd, monkeypatch):
+    monkeypatch.delenv(logs.VERBOSE_ENV, raising=False)
+    with logs.quiet():
+        os.write(2, ALARM + b"ValueError: a line the user must see\n" + ALARM)
+    assert capfd.readouterr().err == "ValueError: a line the user must see\n"
+
+
+def test_verbose_shows_the_alarm(capfd, monkeypatch):
+    monkeypatch.setenv(logs.VERBOSE_ENV, "1")
+    with logs.quiet():
+        os.write(2, ALARM)
+    assert capfd.readouterr().err == ALARM.decode()

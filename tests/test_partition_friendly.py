@@ -450,3 +450,36 @@ def test_ordered_regularizers_free_a_kernel_copy_in_a_split_update(monkeypatch):
     monkeypatch.setattr(module, "ordered_regularizer", lambda regularizer: regularizer)
     unordered = temp()
     assert unordered - ordered >= 3 * 3 * 3 * 4 * 32 * 4, (ordered, unordered)
+
+
+@pytest.mark.emulator
+def test_a_step_reported_before_partition_friendly_is_traced_again_after_it():
+    """report, partition_friendly(model), report the same step function again: the second
+    report is of the changed model, not the program cached before."""
+    from spatial_tf.emulator import Emulator
+
+    inputs = keras.Input((32, 32, 4))
+    x = keras.layers.Conv2D(8, 3, padding="same")(inputs)
+    model = keras.Model(inputs, keras.layers.Conv2D(8, 3, padding="same")(x))
+    optimizer = keras.optimizers.SGD(0.1)
+    optimizer.build(model.trainable_variables)
+
+    def step(x):
+        x = spatial_tf.split(x, [1, 4, 1, 1])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x) ** 2)
+        optimizer.apply(tape.gradient(loss, model.trainable_variables),
+                        model.trainable_variables)
+        return loss
+
+    emulator = Emulator(4)
+    batch = (tf.ones([2, 32, 32, 4]),)
+    before = emulator.compile(step, batch)
+    assert emulator.compile(step, batch) is before  # cached while nothing changed
+    ops_before = {op.type for op in before.traced.graph.get_operations()}
+    spatial_tf.layers.partition_friendly(model)
+    after = emulator.compile(step, batch)
+    assert after is not before
+    ops_after = {op.type for op in after.traced.graph.get_operations()}
+    assert "Max" in ops_after - ops_before  # the ordered update's dependency, new in the trace
+    assert emulator.report(step, batch).partitioned == after.memory()

@@ -200,10 +200,13 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         ``spatial_tf.emulator.compiled``. ``.compile()`` on the result compiles it.
 
         Lowered steps are cached per function and argument signature (the cache holds
-        no reference to the function; the last 64 are kept), and so are their compiles.
+        no reference to the function; the last 64 are kept), and so are their compiles;
+        after ``partition_friendly`` (or another spatial_tf call that changes a model in
+        place) every step is traced again.
         """
         signature = signature or CallSignature(args, kwargs)
-        key = (_FunctionKey(fn), signature.key)
+        # a model changed in place since (partition_friendly) makes the step new
+        key = (_FunctionKey(fn), signature.key, context.model_changes())
         lowered = self._steps.get(key)
         if lowered is None:
             start = time.perf_counter()
