@@ -20,7 +20,8 @@ import os
 import sys
 from typing import Callable
 
-from spatial_tf.commands.options import add_modality_option, positive_int, power_of_two
+from spatial_tf.commands.options import (add_modality_option, add_nonfinite_option,
+                                         positive_int, power_of_two)
 from spatial_tf.commands.shared import load, restore  # noqa: F401 (kept importable from here)
 
 __all__ = ["add_parser", "run", "restore", "load", "run_for_model"]
@@ -42,6 +43,7 @@ def add_parser(subparsers):
     p.add_argument("--cores", type=power_of_two, default=1, metavar="N",
                    help="cores per replica to evaluate on (default 1: unpartitioned)")
     add_modality_option(p)
+    add_nonfinite_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -109,7 +111,7 @@ def _run_unet3d(args, record, latest):
         ds = volumes.padded_examples(
             volumes.source(args.data, record["shape"], record["classes"],
                            seed=volumes.HELD_OUT_SEED, num_volumes=args.volumes,
-                           spacing=spacing),
+                           spacing=spacing, nonfinite=args.nonfinite),
             shape, record["modality"])
     except (ValueError, OSError, ImportError) as e:
         return fail(PROG, str(e))

@@ -175,6 +175,15 @@ def add_modality_option(parser: argparse.ArgumentParser, training: bool = False)
     parser.add_argument("--modality", choices=MODALITIES, metavar="ct|mr|other", help=text)
 
 
+def add_nonfinite_option(parser: argparse.ArgumentParser) -> None:
+    """``--nonfinite VALUE``: what NaN or infinite voxels of an input volume become
+    (default: such a volume is refused, naming the file and the count)."""
+    parser.add_argument("--nonfinite", type=float, metavar="VALUE",
+                        help="unet3d: replace NaN or infinite voxels of the input volumes by "
+                             "VALUE, saying how many (default: refuse such a volume, naming "
+                             "the file)")
+
+
 def resolve_unet_preset(args):
     """Fill ``--depth`` and ``--filters`` left out from ``--preset`` (or 3 and 8).
 

@@ -20,7 +20,8 @@ writable; neither is an input or a file of the model dir) and written whole or n
 import os
 import sys
 
-from spatial_tf.commands.options import add_modality_option, positive_int, power_of_two
+from spatial_tf.commands.options import (add_modality_option, add_nonfinite_option,
+                                         positive_int, power_of_two)
 from spatial_tf.tpu_generations import names
 
 __all__ = ["add_parser", "run", "slice_png", "check_args"]
@@ -54,6 +55,7 @@ def add_parser(subparsers):
                    help=f"with --tile auto: memory per core, a TPU generation ({names()}) "
                         f"or bytes (16GiB)")
     add_modality_option(p)
+    add_nonfinite_option(p)
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
 
@@ -284,9 +286,10 @@ def _read_input(args, record):
         from spatial_tf.data.dicom import read_dicom_series
 
         series = read_dicom_series(args.input)
-        image, space = series.array, (series.affine, None)
+        image = data.readers.finite(series.array, args.input, args.nonfinite)
+        space = (series.affine, None)
     else:
-        image = np.asarray(data.read_volume(args.input), np.float32)
+        image = np.asarray(data.read_volume(args.input, nonfinite=args.nonfinite), np.float32)
     if image.ndim != 3:
         raise ValueError(f"argument --input: {args.input} has shape {image.shape}; expected a "
                          f"3D volume (depth, height, width). Fix: save one 3D volume per file "
@@ -296,7 +299,8 @@ def _read_input(args, record):
         space = (scan.affine, scan.header)
     labels = None
     if args.labels is not None:
-        image, labels = data.load_example(args.input, args.labels, record["classes"])
+        image, labels = data.load_example(args.input, args.labels, record["classes"],
+                                          nonfinite=args.nonfinite)
         image = image[..., 0]
     return image, labels, ext, space
 

@@ -24,6 +24,7 @@ import math
 import os
 
 from spatial_tf.commands.options import (DEFAULT_BN_MOMENTUM, add_modality_option,
+                                         add_nonfinite_option,
                                         add_unet_options, check_batch, int_list, momentum,
                                         positive_int, power_of_two, resolve_unet_preset,
                                         spacing)
@@ -86,6 +87,7 @@ def add_parser(subparsers):
                         "and predict resample their volumes alike and the masks back to the "
                         "input's grid. Default: volumes as they are")
     add_modality_option(p, training=True)
+    add_nonfinite_option(p)
     p.add_argument("--bn-momentum", type=momentum, metavar="M",
                    help=f"unet3d: batch norm's moving-average momentum (default "
                         f"{DEFAULT_BN_MOMENTUM}, which follows a run of a few hundred steps "
@@ -282,7 +284,7 @@ def _data(args, strategy, shape, spec):
     def distributed_dataset(done):
         def dataset_fn(context):
             ds = volumes.source(args.data, (args.size,) * 3, args.classes,
-                                spacing=args.spacing).shard(
+                                spacing=args.spacing, nonfinite=args.nonfinite).shard(
                 context.num_input_pipelines, context.input_pipeline_id)
             # the pipeline is deterministic: skip the examples the first `done` steps took
             count = int(ds.cardinality())

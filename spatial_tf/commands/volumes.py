@@ -104,11 +104,12 @@ def pair_files(folder):
     return pairs
 
 
-def source(data, shape, num_classes, seed=0, num_volumes=8, spacing=None):
+def source(data, shape, num_classes, seed=0, num_volumes=8, spacing=None, nonfinite=None):
     """Unbatched ``(image, labels)`` as stored (raw intensities, each volume its own
     size) from ``--data``, or ``num_volumes`` synthetic CT volumes of ``shape``. With
     ``spacing`` (mm), each NIfTI pair of a ``--data`` directory is resampled to it from
-    its image's header spacing."""
+    its image's header spacing; ``nonfinite`` replaces NaN or infinite image voxels
+    (otherwise such a volume is refused when read)."""
     import numpy as np
     import tensorflow as tf
 
@@ -121,7 +122,7 @@ def source(data, shape, num_classes, seed=0, num_volumes=8, spacing=None):
                                                    np.stack([p[1] for p in pairs])))
     if os.path.isdir(data):
         return stdata.volume_dataset(pair_files(data), num_classes, same_shape=False,
-                                     spacing=spacing)
+                                     spacing=spacing, nonfinite=nonfinite)
     if not os.path.isfile(data):
         raise FileNotFoundError(f"--data {data}: no such file or directory. Expected a directory "
                                 f"of volume pairs or a TFRecord file. Fix: check the path.")

@@ -13,13 +13,14 @@ image's header: ``voxel_spacing``).
 (4, 4, 4)
 """
 from typing import Any, Optional, Sequence, Tuple, Union
+import logging
 import math
 import os
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["read_volume", "read_labels", "write_volume", "load_example", "volume_dataset",
+__all__ = ["read_volume", "read_labels", "write_volume", "load_example", "volume_dataset", "finite",
            "volume_shape", "voxel_spacing", "EXTENSIONS"]
 
 EXTENSIONS = (".nii.gz", ".nii", ".npy")
@@ -145,22 +146,56 @@ def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
     return spacing  # type: ignore[return-value]  # three sizes, checked
 
 
-def read_volume(path: Union[str, os.PathLike]) -> np.ndarray:
+def read_volume(path: Union[str, os.PathLike], *,
+                nonfinite: Optional[float] = None) -> np.ndarray:
     """The array stored in ``path`` (``.nii``, ``.nii.gz`` or ``.npy``), as on disk; or the
     volume of a folder of DICOM slices (``spatial_tf.data.dicom.read_dicom_series``).
 
     NIfTI arrays come in the file's voxel order (nibabel's ``get_fdata``, scaled by the
-    header's slope and intercept), as float32.
+    header's slope and intercept), as float32. A volume with NaN or infinite voxels is
+    refused, naming the file and how many, unless ``nonfinite`` gives the value to put in
+    their place (each replacement is logged on the ``spatial_tf`` logger).
+
+    >>> import numpy as np, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "scan.npy")
+    >>> np.save(path, np.array([1.0, np.nan, np.inf], np.float32))
+    >>> read_volume(path, nonfinite=0.0).tolist()
+    [1.0, 0.0, 0.0]
 
     Raises:
-      FileNotFoundError: no such file. ValueError: unknown format or a corrupt file.
+      FileNotFoundError: no such file. ValueError: unknown format, a corrupt file, or
+      NaN / infinite voxels without ``nonfinite``.
     """
     path = os.fspath(path)
     kind = _kind(path)
     if kind == DICOM:
-        return _dicom(path).array
-    return _reading(path, kind, lambda: np.load(path, allow_pickle=False),
-                    lambda scan: np.asarray(scan.get_fdata(dtype=np.float32)))
+        volume = _dicom(path).array
+    else:
+        volume = _reading(path, kind, lambda: np.load(path, allow_pickle=False),
+                          lambda scan: np.asarray(scan.get_fdata(dtype=np.float32)))
+    return finite(volume, path, nonfinite)
+
+
+def finite(volume: np.ndarray, path: str, nonfinite: Optional[float] = None) -> np.ndarray:
+    """``volume`` if every voxel is finite; else a ``ValueError`` naming ``path``, the
+    count and the fix, or, with ``nonfinite``, a copy with those voxels set to it."""
+    if not np.issubdtype(volume.dtype, np.inexact):
+        return volume
+    bad = ~np.isfinite(volume)
+    count = int(bad.sum())
+    if not count:
+        return volume
+    nan = int(np.isnan(volume).sum())
+    if nonfinite is None:
+        raise ValueError(
+            f"{path}: {count} of {volume.size} voxels are not finite ({nan} NaN, "
+            f"{count - nan} infinite); expected finite intensities. Fix: repair the file, or "
+            f"replace them by a value you choose: read_volume(path, nonfinite=0.0), or "
+            f"--nonfinite 0 on the command line.")
+    logging.getLogger("spatial_tf").warning(
+        "spatial_tf: %s: %d NaN or infinite voxels replaced by %s (--nonfinite).",
+        path, count, nonfinite)
+    return np.where(bad, np.asarray(nonfinite, volume.dtype), volume)
 
 
 def write_volume(path: Union[str, os.PathLike], volume: Any,
@@ -211,14 +246,17 @@ def read_labels(path: Union[str, os.PathLike]) -> np.ndarray:
 
 
 def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.PathLike],
-                 num_classes: int) -> Tuple[np.ndarray, np.ndarray]:
+                 num_classes: int, *,
+                 nonfinite: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
     """``(image, labels)``: image float32 with a channel axis, labels int32, checked.
+    ``nonfinite``: the value for the image's NaN or infinite voxels (else refused).
 
     Raises:
-      ValueError: shapes differ, labels are not whole numbers, or a label is outside
-        ``[0, num_classes)``; the message names the file and the value.
+      ValueError: shapes differ, the image holds NaN or infinite voxels, labels are not
+        whole numbers, or a label is outside ``[0, num_classes)``; the message names the
+        file and the value.
     """
-    image = np.asarray(read_volume(image_path), np.float32)
+    image = np.asarray(read_volume(image_path, nonfinite=nonfinite), np.float32)
     labels = read_labels(label_path)
     if image.shape != labels.shape:
         raise ValueError(
@@ -240,7 +278,8 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
 
 def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,
                    same_shape: bool = True,
-                   spacing: Optional[Sequence[float]] = None) -> tf.data.Dataset:
+                   spacing: Optional[Sequence[float]] = None,
+                   nonfinite: Optional[float] = None) -> tf.data.Dataset:
     """Unbatched ``(image, labels)`` examples from ``[(image_path, label_path), ...]``.
 
     Every path is checked to exist and the first pair is read when the dataset is made,
@@ -251,7 +290,9 @@ def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,
     with ``spatial_tf.data.pad_to_multiple``. With ``spacing`` (mm per axis, e.g.
     ``(2, 2, 2)``), each pair is resampled from its image's NIfTI header spacing to it
     (``spatial_tf.data.resample_to_spacing``: the image linearly, the labels by nearest
-    neighbour); ``.npy`` pairs, which record no spacing, are refused.
+    neighbour); ``.npy`` pairs, which record no spacing, are refused. An image with NaN
+    or infinite voxels fails naming its file when it is read, unless ``nonfinite`` gives
+    the value to put in their place.
     """
     pairs = [(os.fspath(a), os.fspath(b)) for a, b in pairs]
     if not pairs:
@@ -263,7 +304,8 @@ def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,
                 raise FileNotFoundError(f"{path}: no such file. Fix: check the path "
                                         f"(relative paths start at {os.getcwd()}).")
     def load(image_path, label_path):
-        image, labels = load_example(image_path, label_path, num_classes)
+        image, labels = load_example(image_path, label_path, num_classes,
+                                     nonfinite=nonfinite)
         if spacing is None:
             return image, labels
         from spatial_tf.data.resampling import resample_to_spacing

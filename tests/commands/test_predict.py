@@ -86,3 +86,27 @@ def test_predict_split_over_cores_gives_the_unpartitioned_mask(trained, tmp_path
     # the same weights and float32 logits: only a near-tie may flip a voxel's argmax
     assert masks["1"].shape == (24, 16, 16)
     assert np.mean(masks["1"] == masks["2"]) > 0.999
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_predict_refuses_nan_voxels_naming_file_and_count_unless_told_a_value(
+        trained, tmp_path, capsys):
+    from spatial_tf import data
+
+    image, _ = data.synthetic_ct((16, 16, 16), seed=5)
+    image = image[..., 0].copy()
+    image[0, 0, :3] = np.nan
+    image[1, 1, 1] = np.inf
+    scan = str(tmp_path / "nan.nii.gz")
+    data.write_volume(scan, image)
+    output = str(tmp_path / "nan_pred.nii.gz")
+    assert main(["predict", "--model-dir", trained, "--input", scan, "--output", output]) == 2
+    err = capsys.readouterr().err
+    assert (f"{scan}: 4 of 4096 voxels are not finite (3 NaN, 1 infinite); expected finite "
+            f"intensities. Fix: repair the file, or replace them by a value you choose") in err
+    assert "--nonfinite 0 on the command line" in err
+    assert not os.path.exists(output)  # nothing written
+    assert main(["predict", "--model-dir", trained, "--input", scan, "--output", output,
+                 "--nonfinite", "-1000"]) == 0
+    assert data.read_volume(output).shape == (16, 16, 16)

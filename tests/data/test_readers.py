@@ -154,3 +154,26 @@ def test_volume_dataset_of_volumes_of_different_sizes(tmp_path):
     assert [tuple(labels.shape) for _, labels in ds] == [(3, 4, 5), (6, 2, 5)]
     with pytest.raises(Exception, match=r"volume shape \(6, 2, 5\) differs from the first"):
         list(volume_dataset(pairs, num_classes=2))
+
+
+@pytest.mark.parametrize("ext", [".npy", ".nii.gz"])
+def test_nonfinite_voxels_are_refused_or_replaced_by_the_value_given(tmp_path, ext, caplog):
+    import logging
+
+    volume = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    volume[0, 0, 0], volume[1, 2, 3] = np.nan, -np.inf
+    path = str(tmp_path / f"scan{ext}")
+    write_volume(path, volume)
+    with pytest.raises(ValueError, match=rf"scan{ext}: 2 of 24 voxels are not finite \(1 NaN, "
+                                         r"1 infinite\); expected finite intensities"):
+        read_volume(path)
+    with caplog.at_level(logging.WARNING, logger="spatial_tf"):
+        fixed = read_volume(path, nonfinite=-5.0)
+    assert fixed[0, 0, 0] == fixed[1, 2, 3] == -5.0
+    np.testing.assert_array_equal(fixed.ravel()[1:-1], volume.ravel()[1:-1])
+    assert "2 NaN or infinite voxels replaced by -5.0" in caplog.text
+    with pytest.raises(ValueError, match="2 of 24 voxels are not finite"):
+        load_example(path, path, 3)
+    labels = np.zeros((2, 3, 4), np.int32)  # integers are finite by nature
+    write_volume(str(tmp_path / f"labels{ext}"), labels)
+    np.testing.assert_array_equal(read_volume(str(tmp_path / f"labels{ext}")), labels)
