@@ -168,10 +168,15 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
         context.note_model_change()  # steps traced before are traced again
     unhandled = [change for change, _ in plans if not change.handled]
     if warn and unhandled:
+        kinds = ", ".join(dict.fromkeys(c.before for c in unhandled))
         warnings.warn(
-            "partition_friendly: these layers may still gather their activation or keep "
-            "halo copies under spatial partitioning:\n" +
-            "\n".join(f"  {c.path}: {c.before}: {c.why}" for c in unhandled),
+            f"partition_friendly: {len(unhandled)} layer(s) ({kinds}; the first "
+            f"{unhandled[0].path}) keep TensorFlow's own gradient, only ordered before the "
+            f"update. Whether that gathers an activation depends on the split and the sizes "
+            f"at each layer, which the model alone does not tell (at most levels it does "
+            f"not). Fix: spatial_tf.Emulator(...).report(step, args) names each layer that "
+            f"gathers under your split, with its line; the returned Changes with "
+            f"handled=False list them all, each with the reason (warn=False silences this).",
             PartitionFriendlyWarning, stacklevel=2)
     return [change for change, _ in plans]
 

@@ -51,7 +51,7 @@ def _line(tag):
 def test_after_partition_friendly_each_convolution_is_traced_to_the_users_line():
     model = Net()
     model(tf.zeros([1, 16, 16, 2]))
-    with pytest.warns(UserWarning, match="transposed, depthwise and separable"):
+    with pytest.warns(UserWarning, match="keep TensorFlow's own gradient"):
         changes = spatial_tf.layers.partition_friendly(model)
     assert len(spatial_tf.layers.changed_layers(changes)) == 3
     optimizer = keras.optimizers.SGD(0.1)
