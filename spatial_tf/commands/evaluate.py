@@ -59,7 +59,6 @@ def run_for_model(prog: str, args: argparse.Namespace, unet3d: Callable[..., int
     2
     """
     from spatial_tf.commands.options import fail
-
     from spatial_tf.commands.volumes import RECORD_DEFAULTS
 
     try:
@@ -100,7 +99,7 @@ def run(args):
 def _run_unet3d(args, record, latest):
     from spatial_tf.commands import sizing, volumes
     from spatial_tf.commands.options import fail
-    from spatial_tf.commands.shared import default_spec
+    from spatial_tf.commands.shared import default_spec, where
 
     grid = default_spec(args.cores)
     spacing = record["spacing"] if args.data is not None else None  # synthetic: model's grid
@@ -128,7 +127,7 @@ def _run_unet3d(args, record, latest):
                f"({sizing.describe(sizes, shape)}), Dice on each volume's own grid")
     per_class = np.nanmean(per_volume, axis=0)
     print(f"{os.path.basename(latest)} (step {step}) on {len(per_volume)} held-out volumes, "
-          f"{how}, {strategy.__class__.__name__}:")
+          f"{how}, on {where(strategy)}:")
     print("class  Dice")
     for k, v in enumerate(per_class):
         print(f"{k:5d}  {v:.4f}")

@@ -234,6 +234,12 @@ def _auto_tile(record, shape, cores, budget):
                          f"than its weights and their optimizer state. Fix: more --cores, a "
                          f"larger --budget, or --tile D,H,W")
     tile = tuple(min(edge, s) for s in shape)
+    basis = "the TPU estimate" if result.memory == "tpu" else "XLA:CPU"
+    chosen = ("none: the whole volume fits" if tile == tuple(shape)
+              else f"{'x'.join(map(str, tile))} tiles")
+    print(f"{PROG}: --tile auto: {chosen} (the largest cube predicted within {budget} on "
+          f"{cores} core(s) is {edge}^3 with {list(best.spec)}, by {basis})",
+          file=sys.stderr, flush=True)
     return None if tile == tuple(shape) else tile
 
 

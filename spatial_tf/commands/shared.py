@@ -8,6 +8,24 @@ import sys
 __all__ = ["default_spec", "train_until_signal", "load", "restore"]
 
 
+def where(strategy):
+    """Where a command's steps run, in a user's words (no TensorFlow class names).
+
+    >>> import tensorflow as tf
+    >>> where(tf.distribute.get_strategy())
+    'one device (unpartitioned)'
+    """
+    from spatial_tf import context
+
+    replicas = strategy.num_replicas_in_sync
+    several = f", {replicas} replicas" if replicas > 1 else ""
+    if isinstance(strategy, context.EmulatedLayout):
+        return f"the CPU emulator ({strategy.num_cores_per_replica} cores per replica{several})"
+    if isinstance(strategy, context.TPUStrategyLike):
+        return f"TPU ({replicas} replica(s))"
+    return "one device (unpartitioned)" if replicas == 1 else f"{replicas} devices"
+
+
 def default_spec(cores):
     """Split the three spatial axes as evenly as possible over ``cores``.
 

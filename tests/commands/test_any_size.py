@@ -425,6 +425,8 @@ def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, c
     # a cube (cut to the volume's padded 20 on its last axis), smaller than the volume
     assert tile[0] == tile[1] and 4 <= tile[0] < 36 and tile[0] % 4 == 0
     assert tile[2] == min(tile[0], 20)
+    assert (f"--tile auto: {'x'.join(map(str, tile))} tiles (the largest cube predicted "
+            f"within 12MiB on 2 core(s) is {tile[0]}^3 with [1, 2, 1, 1, 1]" in captured.err)
     np.testing.assert_array_equal(np.asarray(nib.load(output).dataobj), 1)
     # a budget the weights alone exceed: refused, nothing written
     os.remove(output)

@@ -35,6 +35,8 @@ def test_evaluate_prints_dice_per_class(trained, capsys):
     assert main(["evaluate", "--model-dir", trained, "--volumes", "2", "--cores", "2"]) == 0
     out = capsys.readouterr().out
     assert "ckpt-3 (step 3) on 2 held-out volumes, 16x16x16" in out
+    assert ", on the CPU emulator (2 cores per replica):" in out
+    assert "Strategy" not in out  # no TensorFlow class name
     rows = re.findall(r"^ +(\d) +(\d\.\d{4})$", out, re.M)
     assert [int(k) for k, _ in rows] == [0, 1, 2]
     assert all(0.0 <= float(v) <= 1.0 for _, v in rows)
