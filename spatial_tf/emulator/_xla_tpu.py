@@ -37,10 +37,10 @@ def compile_request(request, hlo):
     topologies = importlib.import_module("jax.experimental.topologies")
     mlir = importlib.import_module("jax._src.interpreters.mlir")
     ir = importlib.import_module("jax._src.lib.mlir").ir
-    n = int(request["num_partitions"])
-    devices = topologies.get_topology_desc(platform="tpu",
-                                           topology_name=request["topology"]).devices[:n]
-    options = _xla.compile_options(n, 1, request["free_in"], request["propagate_out"])
+    n, replicas = int(request["num_partitions"]), int(request.get("num_replicas", 1))
+    devices = topologies.get_topology_desc(
+        platform="tpu", topology_name=request["topology"]).devices[:n * replicas]
+    options = _xla.compile_options(n, replicas, request["free_in"], request["propagate_out"])
     start = time.perf_counter()
     with mlir.make_ir_context():
         module = ir.Module.parse(xc._xla.mlir.hlo_to_stablehlo(hlo))

@@ -200,17 +200,19 @@ class TpuCompiledStep(_ProgramText):
         self._unpartitioned = None
 
     def _compile(self, num_partitions):
-        from spatial_tf.emulator import _xla
+        from spatial_tf.emulator import _xla, replicas
         from spatial_tf.emulator.tpu_compile import compile_for_tpu
 
         traced = self.traced
+        num_replicas = self.lowered.num_replicas  # every replica's program, as on the pod
+        hlo = replicas.prepare(traced.hlo, num_replicas)
         first_capture = len(traced.arg_specs)
         free_in, propagate_out = _xla.propagation(
-            traced.hlo, 1, range(first_capture, first_capture + len(traced.captures)),
+            hlo, num_replicas, range(first_capture, first_capture + len(traced.captures)),
             [r for r, _ in traced.writes])
-        return compile_for_tpu(traced.hlo, num_partitions, self.target, name=traced.name,
+        return compile_for_tpu(hlo, num_partitions, self.target, name=traced.name,
                                free_in=free_in, propagate_out=propagate_out,
-                               timeout=self._timeout)
+                               timeout=self._timeout, num_replicas=num_replicas)
 
     @property
     def fits(self) -> bool:

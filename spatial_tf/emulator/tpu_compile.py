@@ -223,9 +223,11 @@ def has_float64(hlo: bytes) -> bool:
 
 def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "step",
                     free_in=(), propagate_out: bool = False, timeout: Optional[float] = None,
-                    progress: Optional[bool] = None) -> TpuProgram:
+                    progress: Optional[bool] = None, num_replicas: int = 1) -> TpuProgram:
     """Compile serialized ``hlo`` for ``num_partitions`` cores of ``target`` with the TPU
-    compiler (once per program, target and libtpu version: later calls read the cache).
+    compiler (once per program, target and libtpu version: later calls read the cache),
+    for ``num_replicas`` replicas (a program with cross-replica sums needs them all;
+    memory figures are per core either way).
 
     ``free_in``/``propagate_out``: which parameters and whether results take the
     shardings XLA propagates (``_xla.propagation``). ``timeout``: seconds before the
@@ -240,11 +242,11 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     """
     target = tpu_target(target)
     version = check_compiler(name, target)
-    if target.slice_cores and num_partitions > target.slice_cores:
+    if target.slice_cores and num_partitions * num_replicas > target.slice_cores:
         raise ValueError(
-            f"{name}: {num_partitions} cores per replica do not fit TPU {target.name}, which "
-            f"has {target.slice_cores} cores. Fix: a larger slice, e.g. target="
-            f"'{target.generation.name}', or fewer cores per replica.")
+            f"{name}: {num_replicas} replica(s) of {num_partitions} cores do not fit TPU "
+            f"{target.name}, which has {target.slice_cores} cores. Fix: a larger slice, e.g. "
+            f"target='{target.generation.name}', or fewer cores per replica.")
     if has_float64(hlo):
         raise ValueError(
             f"{name}: the step computes in float64, which a TPU does not have, so it cannot "
@@ -252,9 +254,9 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
             f"for the CPU emulator only, with no target; give the TPU target a float32 or "
             f"bfloat16 step.")
     program = strip_copies(hlo)
-    request = {"topology": target.generation.topology_for(num_partitions),
-               "num_partitions": int(num_partitions), "free_in": [bool(f) for f in free_in],
-               "propagate_out": bool(propagate_out)}
+    request = {"topology": target.generation.topology_for(num_partitions * num_replicas),
+               "num_partitions": int(num_partitions), "num_replicas": int(num_replicas),
+               "free_in": [bool(f) for f in free_in], "propagate_out": bool(propagate_out)}
     entry = compile_cache.program_key(program, "tpu", json.dumps(request, sort_keys=True),
                                       version)
     result = compile_cache.load(entry)
@@ -318,11 +320,13 @@ def _run_worker(program, request, name, target, timeout, progress):
             path = os.path.join(folder, "result.json")
             if not os.path.exists(path):
                 log.seek(0)
-                tail = log.read().decode("utf-8", "replace").strip().splitlines()[-5:]
+                lines = log.read().decode("utf-8", "replace").strip().splitlines()
+                # libtpu's fatal line ("F1127 ... Check failed: ...") says why; else the end
+                fatal = [line for line in lines if re.match(r"^F\d{4} ", line)]
                 raise RuntimeError(
                     f"{what}: the compiler's worker process ended (exit status "
-                    f"{worker.returncode}) without an answer. Its last lines:\n  "
-                    + "\n  ".join(tail))
+                    f"{worker.returncode}) without an answer; the TPU compiler failed on "
+                    f"this program. Its words:\n  " + "\n  ".join(fatal or lines[-5:]))
         with open(path) as f:
             return json.load(f)
 

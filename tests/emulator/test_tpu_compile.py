@@ -134,8 +134,8 @@ def test_libtpu_missing_or_mismatched_is_said_before_anything_runs(monkeypatch):
 
 def test_more_cores_than_the_slice_holds_are_refused(monkeypatch):
     monkeypatch.setattr(tpu_compile, "check_compiler", lambda name, target: "0.0.0")
-    with pytest.raises(ValueError, match="8 cores per replica do not fit TPU v5e-4, which "
-                                         "has 4 cores"):
+    with pytest.raises(ValueError, match="1 replica\\(s\\) of 8 cores do not fit TPU v5e-4, "
+                                         "which has 4 cores"):
         compile_for_tpu(b"", 8, "v5e-4", name="step")
     with pytest.raises(ValueError, match="target='v4-4' has 4 cores, fewer than "
                                          "num_cores_per_replica=8"):
@@ -299,3 +299,25 @@ def test_the_planners_figure_is_the_compilers_for_the_same_program():
     assert plan.candidates[0].tpu == direct.memory()
     assert plan.candidates[0].halo_bytes == sum(
         c.bytes for c in direct.collectives() if c.kind == "collective-permute") > 0
+
+
+@needs_libtpu
+def test_several_replicas_compile_as_every_replica_of_the_pod(kernel):
+    """A step whose gradient is summed across replicas needs every replica's program: the
+    TPU compiler gets num_replicas x num_partitions devices, as the CPU emulator does."""
+    emulator = Emulator(2, num_replicas=2, target="v5e")
+
+    def step(x):
+        x = spatial_tf.split(x, [1, 2, 1, 1])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.nn.conv2d(x, kernel, 1, "SAME") ** 2)
+        grad = tf.distribute.get_replica_context().all_reduce("sum", tape.gradient(loss, kernel))
+        kernel.assign_sub(0.01 * grad)
+        return loss
+
+    report = emulator.report(step, (tf.ones([2, 64, 64, 1]),))
+    assert report.tpu["fits"] == {"partitioned": True, "unpartitioned": True}
+    assert "all-reduce" in {c.kind for c in emulator.compile(
+        step, (tf.ones([2, 64, 64, 1]),), target="v5e").collectives()}
+    with pytest.raises(ValueError, match="2 replica\\(s\\) of 2 cores do not fit TPU v5e-2"):
+        Emulator(2, num_replicas=2).compile(step, (tf.ones([2, 64, 64, 1]),), target="v5e-2")
