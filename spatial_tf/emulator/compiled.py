@@ -5,9 +5,9 @@ step for the given arguments into an XLA program (``Lowered``: its ``hlo_text`` 
 partitioning); ``compile()`` partitions and compiles it for the emulator's cores
 (``CompiledStep``: memory per core, collectives by kind with the TensorFlow op behind
 each, the partitioned HLO text, ``report()``). ``run``, ``report``, ``compare`` and the
-planner all go through these two, so there is one memory formula (``Program.memory``),
-one list of gather kinds (``hlo_text.GATHER_KINDS``), and a step compiled once is not
-compiled again (``Emulator.compiled_steps``).
+planner all go through these two, so there is one memory formula
+(``executable.with_peak``), one list of gather kinds (``hlo_text.GATHER_KINDS``), and a
+step compiled once is not compiled again (``Emulator.compiled_steps``).
 
 >>> import tensorflow as tf
 >>> import spatial_tf

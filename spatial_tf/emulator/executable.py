@@ -23,10 +23,24 @@ from spatial_tf import logs
 from spatial_tf.emulator import _xla, precision, replicas
 from spatial_tf.emulator.errors import CompileError
 
-__all__ = ["Program", "compile_error", "MEMORY_KINDS"]
+__all__ = ["Program", "compile_error", "MEMORY_KINDS", "with_peak"]
 
 
 MEMORY_KINDS = ("argument", "output", "alias", "temp")
+
+
+def with_peak(stats):
+    """``stats``' bytes by kind (``MEMORY_KINDS``) and ``peak``: what one core holds at
+    once, arguments and outputs (less the outputs written in place of arguments) and temp.
+    The one memory formula of the package, for the emulator's programs and the TPU
+    compiler's alike.
+
+    >>> with_peak({"argument": 10, "output": 4, "alias": 3, "temp": 5, "code": 99})
+    {'argument': 10, 'output': 4, 'alias': 3, 'temp': 5, 'peak': 16}
+    """
+    out = {k: int(stats[k]) for k in MEMORY_KINDS}
+    out["peak"] = out["argument"] + out["output"] - out["alias"] + out["temp"]
+    return out
 
 
 class Program:
@@ -74,10 +88,7 @@ class Program:
     def memory(self):
         """Per-core bytes: argument, output, alias (outputs written in place of
         arguments), temp, and peak = argument + output - alias + temp."""
-        stats = self.compiled.memory_stats()
-        out = {k: int(stats[k]) for k in MEMORY_KINDS}
-        out["peak"] = out["argument"] + out["output"] - out["alias"] + out["temp"]
-        return out
+        return with_peak(self.compiled.memory_stats())
 
     def execute(self, arg_values, capture_values):
         """Run one replica's program once; return ``(outputs, updates)`` as lists of

@@ -36,10 +36,12 @@ from spatial_tf import table
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
 from spatial_tf.emulator import compile_cache
 from spatial_tf.emulator.errors import CompileError
+from spatial_tf.emulator.executable import with_peak
 from spatial_tf.tpu_generations import Generation, generation
 
 __all__ = ["TpuTarget", "tpu_target", "TpuProgram", "compile_for_tpu", "libtpu_version",
-           "TpuCompilerUnavailable", "TpuCompileTimeout", "strip_copies", "INSTALL_HINT"]
+           "compiler_name", "TpuCompilerUnavailable", "TpuCompileTimeout", "strip_copies",
+           "INSTALL_HINT"]
 
 INSTALL_HINT = 'pip install "spatial-tf[tpu-compile]"'
 SOURCE = "the TPU compiler (XLA:TPU in libtpu, compile-only)"
@@ -93,6 +95,12 @@ def libtpu_version() -> Optional[str]:
         return importlib.metadata.version("libtpu")
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def compiler_name(target: "TpuTarget") -> str:
+    """How figures from the TPU compiler are labelled in tables:
+    ``"the TPU compiler for v3 (XLA:TPU, libtpu 0.0.42.1)"``."""
+    return f"the TPU compiler for {target.name} (XLA:TPU, libtpu {libtpu_version()})"
 
 
 def _libtpu_wanted() -> Optional[str]:
@@ -285,8 +293,7 @@ def _program(result, target, num_partitions, version, cached):
     memory = None
     required = available = None
     if fits:
-        memory = {k: result["memory"][k] for k in ("argument", "output", "alias", "temp")}
-        memory["peak"] = memory["argument"] + memory["output"] - memory["alias"] + memory["temp"]
+        memory = with_peak(result["memory"])
     else:
         required, available = out_of_memory_bytes(result["message"])
     return TpuProgram(target, result.get("device_kind", f"TPU {target.generation.name}"),

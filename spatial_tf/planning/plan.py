@@ -117,13 +117,6 @@ class Plan:
     fit_sizes: Optional[Sequence[int]] = None
     tpu_source: Optional[str] = None  # the TPU compiler that measured it (None: estimate)
 
-    @property
-    def basis(self) -> str:
-        """Where the ranked memory figures come from, in words."""
-        if self.memory == "cpu":
-            return "XLA:CPU"
-        return self.tpu_source or "TPU-estimated"
-
     def to_dict(self) -> dict:
         return {
             "function": self.function, "shape": list(self.shape), "num_cores": self.num_cores,
@@ -363,9 +356,9 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
                         options.fit_sizes, options.fit_check, shape) for spec in specs]
     source = None
     if target is not None:
-        from spatial_tf.emulator.tpu_compile import libtpu_version
+        from spatial_tf.emulator.tpu_compile import compiler_name
 
-        source = f"the TPU compiler for {target.name} (XLA:TPU, libtpu {libtpu_version()})"
+        source = compiler_name(target)
     if not any(c.ok for c in found):
         reasons = sorted({c.reason for c in found})
         raise ValueError(

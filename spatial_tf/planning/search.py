@@ -187,6 +187,6 @@ def search_largest_edge(step_or_model: Any, shape: Sequence[int], num_cores: int
 
 
 def _source(options):
-    from spatial_tf.emulator.tpu_compile import libtpu_version
+    from spatial_tf.emulator.tpu_compile import compiler_name, tpu_target
 
-    return f"the TPU compiler for {options.target} (XLA:TPU, libtpu {libtpu_version()})"
+    return compiler_name(tpu_target(options.target))

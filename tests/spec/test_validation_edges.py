@@ -154,7 +154,9 @@ def test_valid_cores_per_replica_written_out():
 
 @pytest.mark.parametrize("n", [0, -1, 129, 255, 256])
 def test_just_outside_the_limits(n):
-    with pytest.raises(ValueError, match=rf"^num_cores_per_replica is {n}; expected one of"):
+    with pytest.raises(ValueError, match=rf"^num_cores_per_replica is {n}; expected one of"
+                                         rf".*\(a power of two up to 128, as TPUConfig "
+                                         rf"requires\)"):
         check_num_cores_per_replica(n)
 
 
