@@ -27,8 +27,8 @@ def test_without_jax_emulator_tests_skip_with_the_reason(tmp_path):
     )
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
-    assert "6 passed, 12 skipped" in out, out
-    assert ("SKIPPED [2] spatial_tf/emulator/executable.py: needs jax and jaxlib (the CPU "
+    assert "6 passed, 13 skipped" in out, out
+    assert ("SKIPPED [3] spatial_tf/emulator/executable.py: needs jax and jaxlib (the CPU "
             "emulator), which are not installed here. Fix: pip install "
             "'spatial-tf[emulator]'") in out
 

@@ -78,7 +78,7 @@ def test_a_small_plan_with_max_size_and_plot(tmp_path):
 def test_a_tpu_budget_is_decided_by_the_tpu_compiler(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "spatial_tf", "plan", "--shape", "1,16,16,16,1", "--cores", "2",
-         "--depth", "2", "--filters", "2", "--classes", "2", "--budget", "v5e",
+         "--depth", "1", "--filters", "2", "--classes", "2", "--budget", "v5e",
          "--fewest-cores", "--no-progress"],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
         env={**os.environ, "SPATIAL_TF_COMPILE_CACHE": str(tmp_path)},
