@@ -203,9 +203,14 @@ class Plan:
                 format_bytes(c.all_reduce_bytes),
                 "fit" if c.predicted else f"{c.compile_seconds:.1f}", note,
             ])
+        if self.tpu_source and self.budget is not None and self.budget.device is not None:
+            # the compiler's own HBM limit decides, not the planning reserve
+            budget = (f", budget {self.budget.name}: what its TPU compiler fits in one "
+                      f"{self.budget.device.split(' (')[0]}")
+        else:
+            budget = f", budget {self.budget}" if self.budget else ", no budget"
         title = (f"{self.function}: {'x'.join(map(str, self.shape))} on {self.num_cores} "
-                 f"core(s), per core"
-                 + (f", budget {self.budget}" if self.budget else ", no budget"))
+                 f"core(s), per core{budget}")
         table = format_table(
             ["rank", "spec", "fits", "peak CPU", tpu_header, "halo", "resharding",
              "all-reduce", "compile s", "note"],
