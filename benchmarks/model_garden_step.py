@@ -13,7 +13,7 @@ the model before its first step. These are XLA:CPU figures from the emulator, no
 measurements; times depend on the machine.
 
     python benchmarks/model_garden_step.py [--sizes 32,64] [--cores 1,2,4] [--steps 3]
-        [--batch-norm fused,unfused]
+        [--batch-norm fused,unfused] [--target v3]
 
 It needs Model Garden: run it in the environment of ``tests/integration``
 (``pip install -e ".[model-garden]"``).
@@ -78,8 +78,9 @@ def params_for(size, cores, data_path):
     return params
 
 
-def measure(size, cores, steps, data_path, batch_norm):
-    """One row's figures: the report of the train step and its times."""
+def measure(size, cores, steps, data_path, batch_norm, target=None):
+    """One row's figures: the report of the train step (with ``target``, the TPU
+    compiler's figures for that generation beside XLA:CPU's) and its times."""
     import numpy as np
     import tensorflow as tf
     from official.core import task_factory, train_utils
@@ -105,11 +106,11 @@ def measure(size, cores, steps, data_path, batch_norm):
     trainable = {id(v.handle) for v in trainer.model.trainable_variables}
     (step,) = [s for s in emulator.compiled_steps
                if trainable <= {id(v.handle) for v in s.traced.written_variables}]
-    report = step.report()
+    report = step.report(on_tpu=step.lowered.compile(target) if target else None)
     return report, step.trace_seconds, first, step_seconds, loss
 
 
-def row(size, cores, batch_norm, steps):
+def row(size, cores, batch_norm, steps, target=None):
     """The table row of one configuration (measured in this process)."""
     from spatial_tf.table import format_bytes
 
@@ -117,7 +118,7 @@ def row(size, cores, batch_norm, steps):
         data_path = os.path.join(tmp, "train.tfrecord")
         write_tfrecord(data_path, size)
         report, trace_s, first_s, step_s, loss = measure(
-            size, cores, steps, data_path, batch_norm)
+            size, cores, steps, data_path, batch_norm, target)
     kinds = report.by_kind()
     print(f"  {size}^3, {batch_norm}, {cores} core(s): loss {loss:.4f}, first call "
           f"{first_s:.1f} s", file=sys.stderr, flush=True)
@@ -130,7 +131,20 @@ def row(size, cores, batch_norm, steps):
            for k in KINDS]
         + [f"{trace_s:.1f}", f"{report.compile_seconds['partitioned']:.1f}",
            f"{step_s:.2f}"]
+        + (_tpu_cells(report) if target else [])
     )
+
+
+def _tpu_cells(report):
+    """The TPU compiler's peak per core and its ratio to one core's, or its verdict."""
+    from spatial_tf.table import format_bytes
+
+    tpu = report.tpu
+    if not tpu["fits"]["partitioned"]:
+        return [tpu["verdict"]["partitioned"], "-"]
+    one = tpu["unpartitioned"]
+    ratio = f"{tpu['partitioned']['peak'] / one['peak']:.2f}" if one else "-"
+    return [format_bytes(tpu["partitioned"]["peak"]), ratio]
 
 
 def main(argv=None):
@@ -140,6 +154,9 @@ def main(argv=None):
     p.add_argument("--cores", default="1,2,4", help="emulated cores (default 1,2,4)")
     p.add_argument("--steps", type=int, default=3, help="timed steps after the first")
     p.add_argument("--one", help=argparse.SUPPRESS)  # SIZE,CORES,BATCH_NORM: one row as JSON
+    p.add_argument("--target", default=None,
+                   help="also compile each step with XLA's TPU compiler for this TPU "
+                        "generation (e.g. v3; needs libtpu: pip install libtpu==0.0.42.1)")
     p.add_argument("--batch-norm", default="fused,unfused",
                    help="fused (Model Garden's model as built), unfused (after "
                         "spatial_tf.layers.unfuse_batch_norm) or both (default)")
@@ -155,7 +172,7 @@ def main(argv=None):
 
     if args.one:  # one configuration, in a process of its own: print its row as JSON
         size, cores, batch_norm = args.one.split(",")
-        print(json.dumps(row(int(size), int(cores), batch_norm, args.steps)))
+        print(json.dumps(row(int(size), int(cores), batch_norm, args.steps, args.target)))
         return 0
     rows, notes = [], []
     for size in sizes:
@@ -165,7 +182,8 @@ def main(argv=None):
                 # graphs of one do not pile up in the memory of the next
                 done = subprocess.run(
                     [sys.executable, os.path.abspath(__file__), "--steps", str(args.steps),
-                     "--one", f"{size},{cores},{batch_norm}"],
+                     "--one", f"{size},{cores},{batch_norm}"]
+                    + (["--target", args.target] if args.target else []),
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 )
                 sys.stderr.write("".join(
@@ -178,15 +196,19 @@ def main(argv=None):
                     notes.append(f"[{len(notes) + 1}] {size}³, {batch_norm}, {cores} cores: "
                                  f"{found[-1][:160] if found else 'failed'}")
                     rows.append([f"{size}³", batch_norm, cores, f"[1,{cores},1,1,1]",
-                                 f"failed [{len(notes)}]"] + ["-"] * 8)
+                                 f"failed [{len(notes)}]"] + ["-"] * (10 if args.target else 8))
                 print("  " + " | ".join(map(str, rows[-1])), file=sys.stderr, flush=True)
     print(format_table(
         ["volume", "batch norm", "cores", "partition dims", "temp/core", "÷ 1 core"]
         + list(KINDS)
-        + ["trace s", "compile s", "step s"],
-        rows, right=("temp/core", "÷ 1 core", "trace s", "compile s", "step s"),
+        + ["trace s", "compile s", "step s"]
+        + ([f"XLA:TPU {args.target} peak/core", "÷ 1 core (TPU)"] if args.target else []),
+        rows, right=("temp/core", "÷ 1 core", "trace s", "compile s", "step s",
+                     f"XLA:TPU {args.target} peak/core", "÷ 1 core (TPU)"),
         title=f"Model Garden seg_unet3d_test (base_filters 4, batch {BATCH}), train step "
-              f"with SGD + momentum on emulated cores (XLA:CPU figures)",
+              f"with SGD + momentum on emulated cores (XLA:CPU figures"
+              + (f"; XLA:TPU {args.target}: the TPU compiler, compile-only)" if args.target
+                 else ")"),
     ))
     for note in notes:
         print(note)
