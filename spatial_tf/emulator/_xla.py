@@ -222,7 +222,7 @@ def compile_module(hlo_module_proto, num_partitions, compiler_options=None, *, n
     backend = j.jax.extend.backend.get_backend("cpu")
     entry = compile_cache.program_key(
         hlo_module_proto, "cpu", num_partitions, num_replicas, free_in, propagate_out,
-        sorted(overrides.items()), j.jax.__version__)
+        sorted(overrides.items()), j.jax.__version__, compile_cache.host_cpu())
     cached = _load_executable(backend, entry, devices, options)
     if cached is not None:
         return Compiled(cached, devices, num_replicas=num_replicas)

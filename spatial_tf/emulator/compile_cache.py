@@ -22,16 +22,18 @@ True
 {'status': 'compiled'}
 >>> del os.environ["SPATIAL_TF_COMPILE_CACHE"]
 """
+import functools
 import hashlib
 import json
 import logging
 import os
 import pathlib
+import platform
 import tempfile
 from typing import Optional
 
-__all__ = ["ENV", "directory", "key", "program_key", "load", "store", "load_bytes",
-           "store_bytes"]
+__all__ = ["ENV", "directory", "key", "program_key", "host_cpu", "load", "store",
+           "load_bytes", "store_bytes"]
 
 ENV = "SPATIAL_TF_COMPILE_CACHE"
 _OFF = ("", "0", "off", "false", "no")
@@ -56,6 +58,20 @@ def key(*parts) -> str:
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def host_cpu() -> str:
+    """This machine's processor as XLA:CPU compiles for it (architecture and, on Linux,
+    the instruction-set flags): part of a CPU executable's key, so a cache folder shared
+    between machines (a network home) never hands one an executable for another's CPU."""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        pass
+    return key(platform.machine(), platform.processor(), flags)[:16]
 
 
 def program_key(hlo: bytes, *parts) -> str:

@@ -87,3 +87,11 @@ def test_a_folder_that_cannot_be_written_warns_once_and_goes_on(tmp_path, monkey
     assert "compile results are not cached" in warnings[0] and "cannot be written" in warnings[0]
     assert f"Fix: set {compile_cache.ENV} to a writable folder" in warnings[0]
     assert compile_cache.load("k") is None
+
+
+def test_a_cpu_executable_is_kept_per_host_processor(folder, monkeypatch):
+    Emulator(2).compile(_step(), (tf.ones([4, 8]),))
+    assert len(list(folder.glob("*.bin"))) == 1
+    monkeypatch.setattr(compile_cache, "host_cpu", lambda: "another processor")
+    Emulator(2).compile(_step(), (tf.ones([4, 8]),))
+    assert len(list(folder.glob("*.bin"))) == 2  # not the other machine's executable
