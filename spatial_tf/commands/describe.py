@@ -54,6 +54,13 @@ def add_parser(subparsers):
 def run(args):
     from spatial_tf import logs
 
+    if not args.list_slices and (not args.slice or (
+            args.cores_per_replica is None and args.computation_shape is None)):
+        return fail(  # a usage error, said before TensorFlow loads (seconds, 700 MB)
+            PROG,
+            "describe needs --slice NAME and one of --cores-per-replica N or "
+            "--computation-shape X,Y,Z,C (see --list-slices)",
+        )
     logs.start_tensorflow()  # its start-up lines stay hidden (SPATIAL_TF_VERBOSE=1)
     from spatial_tf import topology as topo
     from spatial_tf.table import format_table
@@ -61,12 +68,6 @@ def run(args):
     if args.list_slices:
         print(format_table(*_slice_rows(topo)))
         return 0
-    if not args.slice or (args.cores_per_replica is None and args.computation_shape is None):
-        return fail(
-            PROG,
-            "describe needs --slice NAME and one of --cores-per-replica N or "
-            "--computation-shape X,Y,Z,C (see --list-slices)",
-        )
     try:
         topology = topo.synthetic(args.slice)
         choice = topo.choose(

@@ -92,3 +92,17 @@ def test_the_module_entry_point_runs_without_a_tpu():
     )
     assert result.returncode == 0, result.stderr
     assert "computation_shape: [2, 2, 1, 2] (8 cores per replica)" in result.stdout
+
+
+def test_a_usage_error_is_said_before_tensorflow_loads():
+    """describe with no arguments answers in a fraction of a second, not after TensorFlow's
+    few seconds and 700 MB of start-up."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom spatial_tf.__main__ import main\nrc = main(['describe'])\n"
+              "print(rc, 'tensorflow' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert "describe needs --slice NAME and one of --cores-per-replica N" in done.stderr
