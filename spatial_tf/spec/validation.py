@@ -380,6 +380,16 @@ def _check_rank(dims, path, shape, written):
         )
 
 
+def _ensure_shape_example(shape, axis):
+    """``shape`` as ``tf.ensure_shape``'s argument, ``SIZE`` at ``axis``.
+
+    >>> _ensure_shape_example(tf.TensorShape([None, None, 64, 3]), 1)
+    '[None, SIZE, 64, 3]'
+    """
+    sizes = ["SIZE" if i == axis else str(s) for i, s in enumerate(shape.as_list())]
+    return "[" + ", ".join(sizes) + "]"
+
+
 def _check_tiling(leaf, path, shape, cores, said):
     n = leaf.num_splits
     if isinstance(leaf, PartialTile):
@@ -407,12 +417,20 @@ def _check_tiling(leaf, path, shape, cores, said):
     for axis, (size, d) in enumerate(zip(shape.as_list(), leaf.dims)):
         if d == 1:
             continue
+        if size is None and axis == 0:
+            raise ValueError(
+                f"{path}: axis 0 (the batch axis) is split {d} ways but its size is unknown "
+                f"(shape {shape}). Expected a static batch size divisible by {d}. Fix: "
+                f"batch with dataset.batch(n, drop_remainder=True), n a multiple of {d}."
+            )
         if size is None:
             raise ValueError(
                 f"{path}: axis {axis} is split {d} ways but its size is unknown (shape "
-                f"{shape}). Expected a static size divisible by {d}. Fix: give it a "
-                f"static shape, e.g. dataset.batch(..., drop_remainder=True) or "
-                f"tf.ensure_shape."
+                f"{shape}). Expected a static size divisible by {d}. Fix: give axis {axis} a "
+                f"fixed size in the input pipeline: a fixed-size crop or resize "
+                f"(tf.image.resize_with_crop_or_pad, tf.image.resize), or "
+                f"tf.ensure_shape(x, {_ensure_shape_example(shape, axis)}) with SIZE a "
+                f"multiple of {d} when every element has that size."
             )
         if size % d:
             lower, upper = size - size % d, size + d - size % d

@@ -217,12 +217,27 @@ def test_axis_not_divisible():
         validate(({"image": spec_of(8, 66, 64, 3)}, spec_of(8)), [{"image": [1, 4, 1, 1]}, None], 4)
 
 
-def test_unknown_size_on_split_axis():
-    with pytest.raises(
-        ValueError,
-        match=r"features\['image'\]: axis 0 is split 2 ways but its size is unknown \(shape \(None, 64, 64, 3\)\).*drop_remainder=True",
-    ):
+def test_unknown_batch_size_on_split_batch_axis_names_drop_remainder():
+    with pytest.raises(ValueError) as e:
         validate(({"image": spec_of(None, 64, 64, 3)}, spec_of(None)), [{"image": [2, 2, 1, 1]}, None], 4)
+    assert str(e.value) == (
+        "features['image']: axis 0 (the batch axis) is split 2 ways but its size is unknown "
+        "(shape (None, 64, 64, 3)). Expected a static batch size divisible by 2. Fix: batch "
+        "with dataset.batch(n, drop_remainder=True), n a multiple of 2.")
+
+
+def test_unknown_size_on_split_spatial_axis_names_a_fixed_size_not_drop_remainder():
+    # drop_remainder fixes the batch axis only: a spatial axis needs its own fixed size
+    with pytest.raises(ValueError) as e:
+        validate(({"image": spec_of(8, None, 64, 3)}, spec_of(8)), [{"image": [1, 4, 1, 1]}, None], 4)
+    assert str(e.value) == (
+        "features['image']: axis 1 is split 4 ways but its size is unknown (shape "
+        "(8, None, 64, 3)). Expected a static size divisible by 4. Fix: give axis 1 a fixed "
+        "size in the input pipeline: a fixed-size crop or resize "
+        "(tf.image.resize_with_crop_or_pad, tf.image.resize), or "
+        "tf.ensure_shape(x, [8, SIZE, 64, 3]) with SIZE a multiple of 4 when every element "
+        "has that size.")
+    assert "drop_remainder" not in str(e.value)
 
 
 def test_unknown_size_on_unsplit_axis_is_fine():
