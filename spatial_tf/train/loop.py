@@ -1,8 +1,10 @@
 """A resumable training loop over the pieces in this package.
 
 ``train`` restores the latest checkpoint in ``model_dir`` (weights, optimizer, global
-step and the position in the data), runs the remaining steps under ``strategy`` with a
-progress bar and TensorBoard summaries, and checkpoints every
+step and the position in the data) and says so on stderr (``train: restored
+<model_dir>/ckpt-<step> (step <step>)``), runs the remaining steps under ``strategy`` with a
+progress bar (or, with ``progress=False``, a line every ``TrainOptions.log_every`` steps)
+and TensorBoard summaries, and checkpoints every
 ``TrainOptions.checkpoint_every`` steps and at the end. Stopped at any moment, the next
 call loses at most the steps since the last checkpoint.
 
@@ -32,7 +34,7 @@ from spatial_tf.checks import fold_keywords
 from spatial_tf.train.checkpoints import Checkpointer
 from spatial_tf.train.options import TrainOptions
 from spatial_tf.train.step import make_train_step
-from spatial_tf.train.summaries import Progress, Summaries
+from spatial_tf.train.summaries import Progress, StepLog, Summaries, default_log_every
 
 __all__ = ["train"]
 
@@ -61,44 +63,61 @@ def train(strategy, model, optimizer, dataset, *, steps: int, model_dir, spec=No
         ``DeprecationWarning`` naming ``options=``.
     """
     options = fold_keywords("train", deprecated, {"options": (TrainOptions, options)})["options"]
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"train: steps is {steps!r}; expected a positive int, the global step "
-                         f"to stop at. Fix: e.g. steps=1000.")
+    _check_steps(steps)
     if not getattr(optimizer, "built", True):  # its slots must exist before restore and
         with strategy.scope():                 # be made in the strategy's scope, not in a step
             optimizer.build(model.trainable_variables)
     checkpointer, start, iterator = _restore(model_dir, options.max_to_keep, model, optimizer,
                                              dataset)
     step_fn = options.step_fn or make_train_step(model, optimizer, spec, options.loss_fn)
-    stop, checkpoint_every = options.stop, options.checkpoint_every
 
     @tf.function
     def train_step(iterator):
         out = strategy.run(step_fn, args=(next(iterator),))
         return {k: strategy.reduce("MEAN", v, axis=None) for k, v in out.items()}
 
-    last = {"step": start}
-    if stop is not None and stop():
-        return dict(last, stopped=True)
-    bar = Progress(total=steps, initial=start, disable=not options.progress)
+    if options.stop is not None and options.stop():
+        return {"step": start, "stopped": True}
+    shown = _shown(options, steps, start)
     try:
         with Summaries(os.path.join(os.fspath(model_dir), "train")) as summaries:
-            for step in range(start + 1, steps + 1):
-                out = train_step(iterator)
-                checkpointer.step.assign(step)
-                values = {k: float(v) for k, v in out.items()}
-                summaries.scalars(step, values)
-                bar.update(values)
-                last = dict(values, step=step)
-                if step % checkpoint_every == 0 or step == steps:
-                    checkpointer.save(step)
-                elif stop is not None and stop():
-                    checkpointer.save(step)
-                if stop is not None and step < steps and stop():
-                    last["stopped"] = True
-                    break
+            return _run(lambda: train_step(iterator), checkpointer, summaries, shown,
+                        options, start, steps)
     finally:
-        bar.close()
+        shown.close()
+
+
+def _check_steps(steps):
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"train: steps is {steps!r}; expected a positive int, the global step "
+                         f"to stop at. Fix: e.g. steps=1000.")
+
+
+def _shown(options, steps, start):
+    """The progress bar, or without it (``progress=False``) a line every ``log_every``."""
+    if options.progress:
+        return Progress(total=steps, initial=start)
+    return StepLog(total=steps, initial=start,
+                   every=options.log_every or default_log_every(steps))
+
+
+def _run(train_step, checkpointer, summaries, shown, options, start, steps):
+    """Steps ``start + 1 .. steps``: summaries, progress, checkpoints, the stop callback;
+    the last step's values and ``"step"`` (and ``"stopped": True`` when stopped)."""
+    stop, last = options.stop, {"step": start}
+    for step in range(start + 1, steps + 1):
+        values = {k: float(v) for k, v in train_step().items()}
+        checkpointer.step.assign(step)
+        summaries.scalars(step, values)
+        shown.update(values)
+        last = dict(values, step=step)
+        if step % options.checkpoint_every == 0 or step == steps:
+            checkpointer.save(step)
+        elif stop is not None and stop():
+            checkpointer.save(step)
+        if stop is not None and step < steps and stop():
+            last["stopped"] = True
+            break
     return last
 
 
@@ -122,11 +141,15 @@ def _restore(model_dir, max_to_keep, model, optimizer, dataset):
 
 
 def _resume(checkpointer):
-    """Restore; say on stderr which damaged checkpoint files were passed over."""
+    """Restore; say on stderr which damaged checkpoint files were passed over and which
+    checkpoint was restored."""
     start = checkpointer.restore()
     notice = checkpointer.found.notice("resuming from")
     if notice:
         print(f"train: {notice}", file=sys.stderr, flush=True)
+    if checkpointer.found.path is not None:
+        print(f"train: restored {checkpointer.found.path} (step {start})", file=sys.stderr,
+              flush=True)
     return start
 
 

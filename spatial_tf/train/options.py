@@ -15,7 +15,9 @@ from spatial_tf.train.step import segmentation_loss
 __all__ = ["TrainOptions"]
 
 _MEANINGS = {"checkpoint_every": "steps between checkpoints",
-             "max_to_keep": "checkpoints kept in model_dir"}
+             "max_to_keep": "checkpoints kept in model_dir",
+             "log_every": "steps between the lines said without a progress bar; None: a "
+                          "tenth of steps"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +30,12 @@ class TrainOptions:
       loss_fn: the loss of the default step (``make_train_step``'s ``loss_fn``).
       step_fn: the replica step, ``step_fn(batch) -> {name: scalar}`` (applying the
         gradients itself), instead of ``make_train_step(model, optimizer, spec, loss_fn)``.
-      progress: show a progress bar on stderr.
+      progress: show a progress bar on stderr. Without it, a line on stderr every
+        ``log_every`` global steps and at the last: ``train: step 20/200: loss 0.6931,
+        dice 0.412, 0.48 s/step`` (the step's values, and the seconds per step since the
+        previous line, the first one including the trace and compile).
+      log_every: steps between those lines; None (the default): a tenth of ``steps``, at
+        least 1, so about ten lines a run.
       stop: a callable checked after every step; when it returns True (e.g. a SIGTERM
         handler set a flag) a checkpoint of the finished step is saved and ``train``
         returns with ``"stopped": True``.
@@ -40,10 +47,13 @@ class TrainOptions:
     step_fn: Optional[Callable[..., Any]] = None
     progress: bool = True
     stop: Optional[Callable[[], bool]] = None
+    log_every: Optional[int] = None
 
     def __post_init__(self):
         for name, meaning in _MEANINGS.items():
             value = getattr(self, name)
+            if value is None and name == "log_every":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 default = next(f.default for f in dataclasses.fields(self) if f.name == name)
                 raise ValueError(f"TrainOptions: {name} is {value!r}; expected a positive int "

@@ -110,7 +110,9 @@ def test_train_resumes_from_the_newest_readable_checkpoint(model_dir, capsys, ca
     assert main(["train", "unet3d", "--model-dir", model_dir, "--cores", "1", "--steps", "4",
                  "--checkpoint-every", "1", "--no-progress"] + TINY) == 0
     out, err = capsys.readouterr()
-    assert notice("train", model_dir, case, doing="resuming from") in err.splitlines()
+    assert [line for line in err.splitlines() if line.startswith("train: ")][:2] == [
+        notice("train", model_dir, case, doing="resuming from"),
+        f"train: restored {model_dir}/ckpt-{step} (step {step})"]
     assert "remove" not in err and "delete" not in err
     assert "step 4: loss" in out
     # steps step+1..4 were trained and saved over the damaged files: ckpt-3 and ckpt-4

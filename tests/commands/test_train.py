@@ -19,8 +19,9 @@ TINY = ["--size", "16", "--depth", "2", "--filters", "4"]
 
 @pytest.mark.parametrize("argv, message", [
     (["--cores", "8", "--spec", "1,2,2,1,1"],
-     "argument --spec: 1,2,2,1,1 is not allowed with --cores 8; expected split counts whose "
-     "product is 8, channels unsplit (last 1), e.g. 1,2,2,2,1"),
+     "argument --spec: 1,2,2,1,1 (product 4) is not allowed with --cores 8; expected split "
+     "counts whose product is 8. Fix: e.g. --spec 1,2,2,2,1, or leave --cores out to split "
+     "over 4"),
     (["--cores", "2", "--spec", "1,1,1,1,2"], "channels unsplit (last 1), e.g. 1,2,1,1,1"),
     (["--cores", "8", "--size", "20"],
      "argument --size: 20 is not allowed with --spec 1,2,2,2,1 and --depth 3; expected a "
@@ -40,6 +41,8 @@ TINY = ["--size", "16", "--depth", "2", "--filters", "4"]
      "multiple of 16 (axis D split 2 ways, 8x pooled), e.g. --size 16"),
     (["--data", "/nonexistent/ct"],
      "argument --data: /nonexistent/ct does not exist; expected a directory of volume pairs"),
+    (["--no-progress", "--log-every", "0"],
+     "argument --log-every: 0 is not allowed; expected an integer >= 1"),
 ])
 def test_bad_options_stop_at_parsing(parse_error, tmp_path, argv, message):
     err = parse_error(["train", "unet3d", "--model-dir", str(tmp_path / "m")] + argv)
@@ -280,3 +283,31 @@ def test_resumed_run_on_the_emulator_trains_on_the_same_data_as_one_run(tmp_path
     assert sorted(a) == sorted(b) and len(a) > 4
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def _train_lines(err):
+    """stderr's ``train:`` lines, the seconds per step replaced by ``S``."""
+    import re
+
+    return [re.sub(r"\d+\.\d\d s/step$", "S s/step", line) for line in err.splitlines()
+            if line.startswith("train:")]
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_no_progress_logs_every_n_steps_and_a_resume_says_what_it_restored(tmp_path, capsys):
+    model_dir = str(tmp_path / "model")
+    argv = ["train", "unet3d", "--model-dir", model_dir, "--cores", "1", "--no-progress"] + TINY
+    assert main(argv + ["--steps", "2", "--log-every", "1"]) == 0
+    out, err = capsys.readouterr()
+    loss, dice = out.splitlines()[-1].removeprefix("step 2: loss ").split(", mean Dice ")
+    lines = _train_lines(err)
+    assert len(lines) == 2 and lines[0].startswith("train: step 1/2: loss ")
+    assert lines[1] == f"train: step 2/2: loss {loss}, dice {dice}, S s/step"
+
+    assert main(argv + ["--steps", "3"]) == 0   # default --log-every: a tenth of 3, so 1
+    out, err = capsys.readouterr()
+    loss, dice = out.splitlines()[-1].removeprefix("step 3: loss ").split(", mean Dice ")
+    assert _train_lines(err) == [f"train: restored {model_dir}/ckpt-2 (step 2)",
+                                 f"train: step 3/3: loss {loss}, dice {dice}, S s/step"]
+

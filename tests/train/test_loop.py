@@ -1,6 +1,7 @@
 """train(): progress, summaries, checkpoints every N steps, resume with the data position."""
 import glob
 import os
+import re
 
 import keras
 import numpy as np
@@ -109,6 +110,9 @@ def test_bad_steps(tmp_path):
     ("step_fn", "step", TypeError, r"step_fn is 'step', which is not callable"),
     ("stop", False, TypeError, r"stop is False, which is not callable"),
     ("progress", 0, TypeError, r"progress is 0; expected True or False"),
+    ("log_every", 0, ValueError,
+     r"TrainOptions: log_every is 0; expected a positive int \(steps between the lines said "
+     r"without a progress bar; None: a tenth of steps\)\. Fix: log_every=None, the default\."),
 ])
 def test_bad_options(field, value, error, message):
     with pytest.raises(error, match=message):
@@ -166,3 +170,39 @@ def test_progress_formats_every_value():
         "loss": "0.5000", "class_loss": "0.2500", "recall": "0.333"}
     assert bar.postfix["step"].endswith("s") and bar.n == 1
     bar.close()
+
+
+
+def _lines(err):
+    """stderr's ``train:`` lines, the seconds per step replaced by ``S``."""
+    return [re.sub(r"\d+\.\d\d s/step$", "S s/step", line) for line in err.splitlines()
+            if line.startswith("train:")]
+
+
+def test_without_the_bar_a_line_every_log_every_steps(tmp_path, capsys):
+    model, optimizer, dataset = _setup()
+    last = train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=5,
+                       model_dir=tmp_path, options=train.TrainOptions(
+                           checkpoint_every=5, progress=False, log_every=2))
+    lines = _lines(capsys.readouterr().err)
+    assert [line.split(":")[1] for line in lines] == [" step 2/5", " step 4/5", " step 5/5"]
+    assert all(re.fullmatch(r"train: step \d/5: loss \d+\.\d{4}, dice [01]\.\d{3}, S s/step",
+                            line) for line in lines), lines
+    assert lines[-1] == (f"train: step 5/5: loss {last['loss']:.4f}, dice {last['dice']:.3f}, "
+                         f"S s/step")  # a fresh run: no checkpoint restored, none said
+
+
+def test_resume_says_which_checkpoint_it_restored_and_logs_a_tenth_of_steps(tmp_path, capsys):
+    model, optimizer, dataset = _setup()
+    train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=3,
+                model_dir=tmp_path, options=train.TrainOptions(progress=False))
+    capsys.readouterr()
+    model, optimizer, dataset = _setup()  # a new process would start like this
+    last = train.train(tf.distribute.get_strategy(), model, optimizer, dataset, steps=20,
+                       model_dir=tmp_path, options=train.TrainOptions(progress=False))
+    lines = _lines(capsys.readouterr().err)
+    assert lines[0] == f"train: restored {tmp_path}/ckpt-3 (step 3)"
+    assert [line.split(":")[1] for line in lines[1:]] == [
+        f" step {step}/20" for step in range(4, 21, 2)]   # every 2 = 20 // 10
+    assert lines[-1] == (f"train: step 20/20: loss {last['loss']:.4f}, dice "
+                         f"{last['dice']:.3f}, S s/step")
