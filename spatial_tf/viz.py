@@ -8,13 +8,14 @@ it, ``fig.savefig(path)`` writes it.
 >>> volume = np.zeros((8, 16, 16))
 >>> fig = viz.slices_figure(volume, labels=volume.astype(int), slices=[2, 5])
 >>> [ax.get_title() for ax in fig.axes]
-['input, slice 2', 'label', 'input, slice 5', 'label']
+['input, slice 2 of 8 along D (axis 0)', 'label', 'input, slice 5 of 8 along D (axis 0)', 'label']
 """
 import numpy as np
 
 __all__ = ["slices_figure", "memory_figure"]
 
 _MEMORY_KINDS = ("argument", "temp", "output")
+_AXES = "DHW"  # the library's names of a [D, H, W] volume's axes
 
 
 def _pyplot():
@@ -24,7 +25,7 @@ def _pyplot():
 
 
 def slices_figure(image, labels=None, prediction=None, *, slices=None, axis: int = 0,
-                  title: str = "", class_names=None):
+                  title: str = "", class_names=None, plane=None):
     """Slices of a volume: a row per slice, columns input / label / prediction, and a
     legend of the classes' colours under the masks.
 
@@ -33,9 +34,13 @@ def slices_figure(image, labels=None, prediction=None, *, slices=None, axis: int
       labels, prediction: integer ``[D, H, W]`` class masks, shown when given.
       slices: indices along ``axis`` (default: the slice with the most labelled voxels,
         class > 0, of ``labels``, else of ``prediction``; the middle one without any).
-      axis: the axis the slices cut (0: axial for ``[D, H, W]`` volumes).
+      axis: the axis the slices cut (0: axial for ``[D, H, W]`` volumes; 2 for the RAS+
+        volumes ``spatial_tf.data.read_volume`` gives of NIfTI files).
       title: the figure's title.
       class_names: a name per class (default ``background``, ``class 1``, ...).
+      plane: the slices' anatomical plane, e.g. ``"axial"``: each input's title says
+        ``input, axial slice 9 of 35 (axis 2)``; without it, ``input, slice 9 of 35 along
+        D (axis 0)`` (D, H, W: the axes of a ``[D, H, W]`` volume). Slices count from 0.
     """
     image = np.asarray(image)
     if image.ndim == 4 and image.shape[-1] == 1:
@@ -65,7 +70,8 @@ def slices_figure(image, labels=None, prediction=None, *, slices=None, axis: int
                              squeeze=False)
     for row, s in zip(axes, slices):
         row[0].imshow(np.take(image, s, axis=axis), cmap="gray")
-        row[0].set_title(f"input, slice {s}")
+        row[0].set_title(f"input, {plane} slice {s} of {depth} (axis {axis % 3})" if plane else
+                         f"input, slice {s} of {depth} along {_AXES[axis]} (axis {axis % 3})")
         for ax, (name, mask) in zip(row[1:], masks):
             ax.imshow(np.take(mask, s, axis=axis), cmap="viridis", vmin=0, vmax=top,
                       interpolation="nearest")

@@ -20,7 +20,8 @@ def test_slices_figure_rows_columns_and_pixels():
     labels = (image % 3).astype(int)
     fig = viz.slices_figure(image[..., None], labels, labels, slices=[0, 3], title="t")
     assert [ax.get_title() for ax in fig.axes] == [
-        "input, slice 0", "label", "prediction", "input, slice 3", "label", "prediction"]
+        "input, slice 0 of 4 along D (axis 0)", "label", "prediction",
+        "input, slice 3 of 4 along D (axis 0)", "label", "prediction"]
     np.testing.assert_array_equal(fig.axes[3].images[0].get_array(), image[3])
     np.testing.assert_array_equal(fig.axes[4].images[0].get_array(), labels[3])
     assert fig.axes[4].images[0].get_clim() == (0, 2)
@@ -30,7 +31,7 @@ def test_slices_figure_rows_columns_and_pixels():
 def test_slices_figure_other_axis_and_default_middle_slice():
     image = np.random.default_rng(0).normal(size=(4, 5, 6))
     fig = viz.slices_figure(image, axis=2)
-    assert [ax.get_title() for ax in fig.axes] == ["input, slice 3"]
+    assert [ax.get_title() for ax in fig.axes] == ["input, slice 3 of 6 along W (axis 2)"]
     np.testing.assert_array_equal(fig.axes[0].images[0].get_array(), image[:, :, 3])
     assert fig._suptitle is None
 
@@ -43,12 +44,15 @@ def test_the_default_slice_is_the_most_labelled_and_the_legend_names_the_classes
     prediction = np.zeros((6, 4, 4), int)
     prediction[0] = 1          # a prediction's slice counts only without labels
     fig = viz.slices_figure(image, labels, prediction)
-    assert fig.axes[0].get_title() == "input, slice 4"
+    assert fig.axes[0].get_title() == "input, slice 4 of 6 along D (axis 0)"
     [legend] = fig.legends
     assert [t.get_text() for t in legend.get_texts()] == ["background", "class 1", "class 2"]
-    assert viz.slices_figure(image, prediction=prediction).axes[0].get_title() == "input, slice 0"
+    assert viz.slices_figure(image, prediction=prediction).axes[0].get_title() == \
+        "input, slice 0 of 6 along D (axis 0)"
     along_w = viz.slices_figure(image, labels, axis=2).axes[0].get_title()
-    assert along_w == "input, slice 0"   # columns 0 and 1 hold 6 labelled voxels, 2 holds 4
+    assert along_w == "input, slice 0 of 4 along W (axis 2)"   # columns 0, 1: 6 voxels, 2: 4
+    axial = viz.slices_figure(image, labels, axis=-1, plane="axial").axes[0].get_title()
+    assert axial == "input, axial slice 0 of 4 (axis 2)"
     named = viz.slices_figure(image, labels, class_names=["air", "organ", "lesion"])
     assert [t.get_text() for t in named.legends[0].get_texts()] == ["air", "organ", "lesion"]
     assert viz.slices_figure(image).legends == []    # no masks, no legend

@@ -23,6 +23,16 @@ DEPTH, FILTERS, CLASSES = 2, 8, 3
 CLASS_NAMES = ("background", "organ", "lesion")
 CLASS_WEIGHTS = (1.0, 1.0, 4.0)  # the lesion, 0.3% of the voxels, counts 4 times
 HELD_OUT = 3  # volumes scored after training (seeds 10000, 10001, ...)
+# what the memory table's rows are, printed under it
+MEMORY_ROWS = (
+    "argument: what the step reads on each core: the weights, the optimizer state and its "
+    "piece of the batch",
+    "output: what the step writes: the new weights and optimizer state, the loss and the "
+    "Dice",
+    "alias: the outputs written in place of their arguments (the variables), counted once",
+    "temp: activations, gradients and scratch space while the step runs; peak = argument + "
+    "output - alias + temp",
+)
 
 
 def add_parser(subparsers):
@@ -100,9 +110,11 @@ def run(args):
 
     strategy, model, step_fn, last = _train(args, spec, shape, ds)
     batch = next(iter(batched))
-    print(strategy.report(step_fn, args=(batch,)), "\n")
+    print(strategy.report(step_fn, args=(batch,)))
+    print("\n".join(MEMORY_ROWS) + "\n")
     comparison = strategy.compare(step_fn, args=(batch,))
     print(str(comparison).splitlines()[0])
+    print(compared(comparison))
     _show_held_out(args, model, shape, last["step"])
     if not comparison.ok:
         print("\ndemo: the partitioned step does not match the unpartitioned one "
@@ -161,8 +173,21 @@ def _show_held_out(args, model, shape, step):
     print(held_out_dice(labels, logits))
     png = args.png or os.path.join(tempfile.mkdtemp(prefix="spatial_tf_demo_"), "slice.png")
     slice_png(png, windowed.numpy()[0, ..., 0], labels[0], np.argmax(logits[0], axis=-1),
-              title=f"held-out volume after {step} steps")
+              title=f"held-out volume after {step} steps", class_names=CLASS_NAMES)
     print(f"slice PNG (input / label / prediction): {png}")
+
+
+def compared(comparison) -> str:
+    """One line: what the parity verdict's results are.
+
+    >>> from types import SimpleNamespace as Row
+    >>> print(compared(Row(rows=[Row(path="loss"), Row(path="update of kernel")])))
+    results: the step's 1 outputs and 1 variable updates, each computed partitioned and unpartitioned from the same weights and batch, and compared
+    """
+    updates = sum(row.path.startswith("update of ") for row in comparison.rows)
+    return (f"results: the step's {len(comparison.rows) - updates} outputs and {updates} "
+            f"variable updates, each computed partitioned and unpartitioned from the same "
+            f"weights and batch, and compared")
 
 
 def held_out_dice(labels, logits) -> str:

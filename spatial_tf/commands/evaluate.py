@@ -190,8 +190,8 @@ def _dice_on_own_grids(masks, pairs, sizes, num_classes):
     from spatial_tf import data, metrics
 
     scores = []
-    for mask, size, (_, label_path) in zip(masks, sizes, pairs):
-        labels = data.read_labels(label_path)
+    for mask, size, (image_path, label_path) in zip(masks, sizes, pairs):
+        labels = data.read_labels(label_path, image=image_path)
         mask = np.asarray(mask)[0][tuple(map(slice, size))]
         back = data.resample_to_shape(mask, labels.shape, order=0)
         per_class, _ = metrics.dice_score(labels[None], back[None], num_classes)

@@ -95,15 +95,18 @@ def check_args(parser, args):
         parser.error(str(e))
 
 
-def slice_png(path, image, labels, prediction, title="") -> None:
-    """Save a slice (first axis; the one with the most labelled voxels) of image / labels /
-    prediction side by side (written to a temporary file, then renamed to ``path``)."""
+def slice_png(path, image, labels, prediction, title="", *, axis=0, plane=None,
+              class_names=None) -> None:
+    """Save a slice (along ``axis``, in the ``plane`` it names if any; the one with the
+    most labelled voxels) of image / labels / prediction side by side, the legend naming
+    ``class_names`` when known (written to a temporary file, then renamed to ``path``)."""
     import matplotlib.pyplot as plt
 
     from spatial_tf.commands.outputs import write_atomically
     from spatial_tf.viz import slices_figure
 
-    fig = slices_figure(image, labels, prediction, title=title)
+    fig = slices_figure(image, labels, prediction, title=title, axis=axis, plane=plane,
+                        class_names=class_names)
     try:
         write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=100))
     finally:
@@ -274,9 +277,9 @@ def _forward(record, shape, cores):
 
 
 def _read_input(args, record):
-    """``(image, labels, ext, (affine, header))`` of ``--input`` (labels None without
-    ``--labels``; affine and header None for ``.npy``), or of held-out synthetic volume
-    ``--index``."""
+    """``(image, labels, ext, (affine, header, ras))`` of ``--input`` (labels None without
+    ``--labels``; affine and header None for ``.npy``; ``ras``: the image was reordered
+    to RAS+, a NIfTI file), or of held-out synthetic volume ``--index``."""
     import numpy as np
 
     from spatial_tf import data
@@ -285,15 +288,15 @@ def _read_input(args, record):
     if args.input is None:
         image, labels = data.synthetic_ct(tuple(record["shape"]), seed=HELD_OUT_SEED + args.index,
                                           num_classes=record["classes"])
-        return image[..., 0], labels, ".npy", (None, None)
+        return image[..., 0], labels, ".npy", (None, None, False)
     ext = _extension(args.input)
-    space = (None, None)
+    space = (None, None, False)
     if ext == "dicom":   # a folder of DICOM slices, read once for its volume and affine
         from spatial_tf.data.dicom import read_dicom_series
 
         series = read_dicom_series(args.input)
         image = data.readers.finite(series.array, args.input, args.nonfinite)
-        space = (series.affine, None)
+        space = (series.affine, None, False)
     else:
         image = np.asarray(data.read_volume(args.input, nonfinite=args.nonfinite), np.float32)
     if image.ndim != 3:
@@ -302,13 +305,27 @@ def _read_input(args, record):
                          f"(e.g. drop a trailing axis of size 1 with numpy.squeeze)")
     if ext not in ("dicom", ".npy"):
         scan = data.readers._nibabel().load(args.input)
-        space = (scan.affine, scan.header)
+        space = (scan.affine, scan.header, True)
     labels = None
     if args.labels is not None:
         image, labels = data.load_example(args.input, args.labels, record["classes"],
                                           nonfinite=args.nonfinite)
         image = image[..., 0]
     return image, labels, ext, space
+
+
+def _slice_view(args, record):
+    """How the PNG cuts and names its slices: a NIfTI volume (read RAS+) in axial slices,
+    along axis 2; a DICOM series in its own slices (axis 2: columns, rows, slices); others
+    along axis 0 (D); the synthetic volumes' classes by name."""
+    from spatial_tf.data.ct import class_names
+
+    if args.input is None:
+        return {"class_names": class_names(record["classes"])}
+    kind = _extension(args.input)
+    if kind == ".npy":
+        return {}
+    return {"axis": 2, "plane": "DICOM" if kind == "dicom" else "axial"}
 
 
 def _input_spacing(args, record):
@@ -367,11 +384,13 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
     prediction = np.argmax(logits, axis=-1).astype(np.int32)[tuple(map(slice, seen.shape))]
     prediction = data.resample_to_shape(prediction, image.shape, order=0)
     scaled = data.scale_intensities(image, record["modality"])
-    affine, header = space
+    affine, header, ras = space
     mask = prediction if affine is None else prediction.astype(np.int16)
+    if ras:   # back to the file's own voxel order, to go with its affine
+        mask = data.from_ras(mask, affine)
     write_atomically(output, lambda tmp: data.write_volume(tmp, mask, affine, header))
     slice_png(png, scaled.numpy(), labels, prediction,
-              title=f"{os.path.basename(latest)} (step {step})")
+              title=f"{os.path.basename(latest)} (step {step})", **_slice_view(args, record))
     resampled = "" if spacing is None else (
         f", predicted at {'x'.join(f'{s:g}' for s in record['spacing'])} mm "
         f"({'x'.join(map(str, seen.shape))}) from {'x'.join(f'{s:g}' for s in spacing)} mm")

@@ -112,7 +112,7 @@ def _pair_size(image_path, label_path, num_classes, spacing=None):
         raise ValueError(f"argument --data: {image_path} has shape {shape}; expected a 3D "
                          f"volume (depth, height, width). Fix: save one 3D volume per file "
                          f"(e.g. drop a trailing axis of size 1 with numpy.squeeze)")
-    labels = stdata.read_labels(label_path)
+    labels = stdata.read_labels(label_path, image=image_path)
     if labels.shape != shape:
         raise ValueError(f"argument --data: {label_path} has shape {labels.shape}; expected "
                          f"{shape}, the shape of {image_path}. Fix: pair each image with its "

@@ -84,7 +84,9 @@ def write_record(model_dir, record) -> None:
 
 
 def pair_files(folder):
-    """``[(image, labels), ...]`` in ``folder``: ``X.ext`` with ``X_labels.ext``."""
+    """``[(image, labels), ...]`` in ``folder``: ``X.ext`` with ``X_labels.ext``; a NIfTI
+    image's labels may also be ``X_labels.npy`` (in the image file's voxel order) or the
+    other NIfTI extension (``spatial_tf.data.load_example`` checks the shapes)."""
     from spatial_tf.data.readers import EXTENSIONS
 
     pairs = []
@@ -93,15 +95,35 @@ def pair_files(folder):
         stem = name[: -len(ext)] if ext else None
         if ext is None or stem.endswith(LABEL_SUFFIX):
             continue
-        labels = os.path.join(folder, stem + LABEL_SUFFIX + ext)
-        if not os.path.isfile(labels):
-            raise ValueError(f"{os.path.join(folder, name)}: no label file beside it. Expected "
-                             f"{labels}. Fix: add it or move the image out of {folder}.")
-        pairs.append((os.path.join(folder, name), labels))
+        pairs.append((os.path.join(folder, name), _label_file(folder, name, stem, ext)))
     if not pairs:
         raise ValueError(f"{folder}: no volume pairs. Expected NAME.npy (or .nii, .nii.gz) with "
                          f"NAME{LABEL_SUFFIX}.npy beside it. Fix: pass another --data.")
     return pairs
+
+
+def _label_file(folder, name, stem, ext):
+    """The label file of image ``name``: ``stem_labels`` with its extension, else (a NIfTI
+    image) with another NIfTI one or ``.npy``; ValueError naming what is there."""
+    from spatial_tf.data.readers import EXTENSIONS
+
+    accepted = [ext] + ([e for e in EXTENSIONS if e != ext] if ext != ".npy" else [])
+    for candidate in accepted:
+        path = os.path.join(folder, stem + LABEL_SUFFIX + candidate)
+        if os.path.isfile(path):
+            return path
+    expected = os.path.join(folder, stem + LABEL_SUFFIX + ext)
+    found = [stem + LABEL_SUFFIX + e for e in EXTENSIONS
+             if os.path.isfile(os.path.join(folder, stem + LABEL_SUFFIX + e))]
+    if found:
+        raise ValueError(f"{os.path.join(folder, name)}: found {found[0]} beside it, but the "
+                         f"labels of a .npy image must be .npy (a NIfTI label is read in RAS "
+                         f"order, a .npy image as stored). Expected {expected}. Fix: save the "
+                         f"labels in the image's voxel order with numpy.save as {expected}.")
+    also = "" if ext == ".npy" else \
+        f" (or {stem + LABEL_SUFFIX}{' or '.join(e for e in accepted[1:])})"
+    raise ValueError(f"{os.path.join(folder, name)}: no label file beside it. Expected "
+                     f"{expected}{also}. Fix: add it or move the image out of {folder}.")
 
 
 def source(data, shape, num_classes, seed=0, num_volumes=8, spacing=None, nonfinite=None):

@@ -22,8 +22,9 @@ from spatial_tf.data.padding import pad_to_multiple
 from spatial_tf.data.pipeline import check_static, distribute
 from spatial_tf.data.resampling import (resample_to_shape, resample_to_spacing,
                                        resampled_affine, resampled_shape)
-from spatial_tf.data.readers import (load_example, read_labels, read_volume, volume_dataset,
-                                    volume_shape, voxel_spacing, write_volume)
+from spatial_tf.data.readers import (from_ras, load_example, read_labels, read_volume,
+                                    to_ras, volume_dataset, volume_shape, voxel_spacing,
+                                    write_volume)
 from spatial_tf.data.synthetic import segmentation_dataset
 from spatial_tf.data.tfrecords import FEATURES, tfrecord_dataset, write_tfrecords
 
@@ -31,12 +32,12 @@ __all__ = [
     "CocoData", "DETECTION_CLASSES", "DicomVolume", "FEATURES", "MODALITIES", "WINDOWS",
     "augment",
     "augment_dataset", "check_static", "coco_dataset", "crop_or_pad", "distribute",
-    "fit_examples", "fit_shape", "flip_horizontal", "load_coco", "load_example", "normalize",
+    "fit_examples", "fit_shape", "flip_horizontal", "from_ras", "load_coco", "load_example", "normalize",
     "pad_to_multiple", "pad_to_shape", "percentile_scale", "read_dicom_series", "read_labels",
     "read_volume",
     "resample_to_shape", "resample_to_spacing", "resampled_affine", "resampled_shape",
     "scale_and_crop", "scale_intensities", "segmentation_dataset", "split_multiples", "synthetic_ct",
     "synthetic_ct_dataset", "synthetic_detection_dataset", "synthetic_detection_image",
-    "tfrecord_dataset", "voxel_spacing", "volume_dataset", "volume_shape", "window",
+    "tfrecord_dataset", "to_ras", "voxel_spacing", "volume_dataset", "volume_shape", "window",
     "write_coco", "write_tfrecords", "write_volume",
 ]

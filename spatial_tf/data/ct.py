@@ -17,7 +17,17 @@ import tensorflow as tf
 
 from spatial_tf.data.intensity import window
 
-__all__ = ["synthetic_ct", "synthetic_ct_dataset"]
+__all__ = ["synthetic_ct", "synthetic_ct_dataset", "class_names"]
+
+
+def class_names(num_classes: int = 3) -> Tuple[str, ...]:
+    """The names of the classes ``synthetic_ct`` draws, for legends.
+
+    >>> class_names(3), class_names(4)
+    (('background', 'organ', 'lesion'), ('background', 'organ 1', 'organ 2', 'lesion'))
+    """
+    organs = ["organ"] if num_classes == 3 else [f"organ {k}" for k in range(1, num_classes - 1)]
+    return ("background", *organs, "lesion")
 
 
 def synthetic_ct(shape: Sequence[int] = (64, 64, 64), seed: int = 0, num_classes: int = 3,

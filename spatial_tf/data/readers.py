@@ -1,7 +1,11 @@
 """Read volumes from NIfTI (``.nii``, ``.nii.gz``) and NumPy (``.npy``) files.
 
 NIfTI is the format public CT sets use; reading it needs ``nibabel``
-(``pip install "spatial-tf[data]"``). ``volume_dataset`` turns (image, label) file
+(``pip install "spatial-tf[data]"``). A NIfTI volume is read in RAS+ voxel order
+whatever its affine (``to_ras``: array axis 0 runs to the patient's right, 1 to anterior,
+2 to superior, so axis 2 indexes axial slices), and its shape and voxel spacing are given
+in that order; ``from_ras`` puts an array back in the file's own voxel order, to write it
+with the file's affine. ``volume_dataset`` turns (image, label) file
 pairs into unbatched ``(image, labels)`` examples with static shapes, checking every
 file before any device time (resampled to a voxel spacing with ``spacing=``, from each
 image's header: ``voxel_spacing``).
@@ -21,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["read_volume", "read_labels", "write_volume", "load_example", "volume_dataset", "finite",
-           "volume_shape", "voxel_spacing", "EXTENSIONS"]
+           "volume_shape", "voxel_spacing", "to_ras", "from_ras", "EXTENSIONS"]
 
 EXTENSIONS = (".nii.gz", ".nii", ".npy")
 
@@ -87,9 +91,53 @@ def _check_exists(path, kind):
         )
 
 
+def _ras_order(affine):
+    """nibabel's orientation (per array axis: the RAS+ axis it runs along, and +1 or -1)
+    of a voxel-to-world ``affine``."""
+    from nibabel import orientations
+
+    return orientations.io_orientation(np.asarray(affine, np.float64))
+
+
+def to_ras(volume: Any, affine: Any) -> np.ndarray:
+    """``volume`` (in the voxel order of a NIfTI ``affine``) reordered to RAS+: axes
+    permuted and flipped so that array axis 0 runs to the right, 1 to anterior, 2 to
+    superior (nibabel's ``as_closest_canonical``). Axes after the third are kept.
+
+    >>> import numpy as np
+    >>> volume = np.arange(6).reshape(1, 2, 3)
+    >>> lps = np.diag([-1.0, -1.0, 1.0, 1.0])        # x to the left, y to posterior
+    >>> to_ras(volume, lps).tolist()
+    [[[3, 4, 5], [0, 1, 2]]]
+    >>> bool((from_ras(to_ras(volume, lps), lps) == volume).all())
+    True
+    """
+    from nibabel import orientations
+
+    volume = np.asarray(volume)
+    return np.ascontiguousarray(orientations.apply_orientation(volume, _ras_order(affine)))
+
+
+def from_ras(volume: Any, affine: Any) -> np.ndarray:
+    """The inverse of ``to_ras``: a RAS+ ordered ``volume`` back in the voxel order of
+    ``affine``, e.g. a mask predicted on a volume ``read_volume`` gave, to write with
+    the file's own affine."""
+    from nibabel import orientations
+
+    back = orientations.ornt_transform(orientations.axcodes2ornt("RAS"), _ras_order(affine))
+    return np.ascontiguousarray(orientations.apply_orientation(np.asarray(volume), back))
+
+
+def _ras_axes(affine):
+    """``[file axis of RAS axis 0, 1, 2]`` for a NIfTI ``affine``."""
+    order = _ras_order(affine)
+    return [int(np.flatnonzero(order[:, 0] == k)[0]) for k in range(3)]
+
+
 def volume_shape(path: Union[str, os.PathLike]) -> Tuple[int, ...]:
     """The shape of the array in ``path``, read from its header without loading the data
-    (NIfTI through nibabel, ``.npy`` memory-mapped).
+    (NIfTI through nibabel, in RAS+ order as ``read_volume`` gives it; ``.npy``
+    memory-mapped).
 
     >>> import numpy as np, os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "ct.npy")
@@ -103,12 +151,20 @@ def volume_shape(path: Union[str, os.PathLike]) -> Tuple[int, ...]:
         return tuple(_dicom(path).array.shape)
     return _reading(path, kind,
                     lambda: tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape),
-                    lambda scan: tuple(int(s) for s in scan.shape))
+                    lambda scan: _ras_shape(scan))
+
+
+def _ras_shape(scan):
+    shape = tuple(int(s) for s in scan.shape)
+    if len(shape) < 3:
+        return shape
+    return tuple(shape[a] for a in _ras_axes(scan.affine)) + shape[3:]
 
 
 def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
-    """The voxel spacing in mm of the NIfTI volume in ``path``, per array axis, from its
-    header (``pixdim``; metres and microns converted, an unknown unit taken as mm).
+    """The voxel spacing in mm of the NIfTI volume in ``path``, per array axis of the
+    RAS+ ordered volume ``read_volume`` gives, from its header (``pixdim``; metres and
+    microns converted, an unknown unit taken as mm).
 
     Raises:
       ValueError: a ``.npy`` file (it records no spacing), a volume that is not 3D, or a
@@ -131,14 +187,15 @@ def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
     if kind == DICOM:
         return _dicom(path).spacing
     _check_exists(path, kind)
-    header = _nibabel().load(path).header
+    scan = _nibabel().load(path)
+    header = scan.header
     zooms = tuple(float(z) for z in header.get_zooms())
     if len(zooms) != 3:
         raise ValueError(f"{path}: has {len(zooms)} axes (voxel sizes {zooms}); expected a 3D "
                          f"volume. Fix: save one 3D volume per file.")
     unit = header.get_xyzt_units()[0] if hasattr(header, "get_xyzt_units") else "unknown"
     scale = _MM_PER_UNIT.get(unit or "unknown", 1.0)
-    spacing = tuple(round(z * scale, 6) for z in zooms)
+    spacing = tuple(round(zooms[a] * scale, 6) for a in _ras_axes(scan.affine))
     if not all(math.isfinite(s) and s > 0 for s in spacing):
         raise ValueError(f"{path}: its header gives voxel sizes {zooms}; expected three positive "
                          f"sizes in mm. Fix: set them (nibabel: image.header.set_zooms), or do "
@@ -148,11 +205,13 @@ def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
 
 def read_volume(path: Union[str, os.PathLike], *,
                 nonfinite: Optional[float] = None) -> np.ndarray:
-    """The array stored in ``path`` (``.nii``, ``.nii.gz`` or ``.npy``), as on disk; or the
-    volume of a folder of DICOM slices (``spatial_tf.data.dicom.read_dicom_series``).
+    """The array stored in ``path`` (``.nii``, ``.nii.gz`` or ``.npy``); or the volume of a
+    folder of DICOM slices (``spatial_tf.data.dicom.read_dicom_series``).
 
-    NIfTI arrays come in the file's voxel order (nibabel's ``get_fdata``, scaled by the
-    header's slope and intercept), as float32. A volume with NaN or infinite voxels is
+    ``.npy`` arrays come as stored. NIfTI arrays come in RAS+ voxel order whatever the
+    file's affine (``to_ras``: axis 0 to the right, 1 to anterior, 2 to superior;
+    ``from_ras(array, affine)`` gives the file's own order back), scaled by the header's
+    slope and intercept (nibabel's ``get_fdata``), as float32. A volume with NaN or infinite voxels is
     refused, naming the file and how many, unless ``nonfinite`` gives the value to put in
     their place (each replacement is logged on the ``spatial_tf`` logger).
 
@@ -172,7 +231,7 @@ def read_volume(path: Union[str, os.PathLike], *,
         volume = _dicom(path).array
     else:
         volume = _reading(path, kind, lambda: np.load(path, allow_pickle=False),
-                          lambda scan: np.asarray(scan.get_fdata(dtype=np.float32)))
+                          lambda scan: to_ras(scan.get_fdata(dtype=np.float32), scan.affine))
     return finite(volume, path, nonfinite)
 
 
@@ -228,8 +287,14 @@ def write_volume(path: Union[str, os.PathLike], volume: Any,
     nib.save(image, path)
 
 
-def read_labels(path: Union[str, os.PathLike]) -> np.ndarray:
+def read_labels(path: Union[str, os.PathLike],
+                image: Optional[Union[str, os.PathLike]] = None) -> np.ndarray:
     """The label volume in ``path`` as int32 class indices (values must be whole numbers).
+
+    NIfTI labels come in RAS+ order, as ``read_volume`` gives them. ``image``: the image
+    the labels belong to; when it is NIfTI and ``path`` is ``.npy``, the labels are taken
+    to be in the image file's stored voxel order and are reordered by its affine, so they
+    meet ``read_volume(image)`` voxel by voxel.
 
     >>> import numpy as np, os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "ct_labels.npy")
@@ -242,7 +307,8 @@ def read_labels(path: Union[str, os.PathLike]) -> np.ndarray:
     if not np.array_equal(labels, raw):
         raise ValueError(f"{os.fspath(path)}: labels are not whole numbers. Expected "
                          f"integer class indices. Fix: round or re-export the label mask.")
-    return labels
+    affine = None if image is None else _npy_beside_nifti(image, path)
+    return labels if affine is None or labels.ndim < 3 else to_ras(labels, affine)
 
 
 def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.PathLike],
@@ -251,6 +317,11 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
     """``(image, labels)``: image float32 with a channel axis, labels int32, checked.
     ``nonfinite``: the value for the image's NaN or infinite voxels (else refused).
 
+    A NIfTI image comes in RAS+ order (``read_volume``), and so does a NIfTI label file,
+    each by its own affine. A ``.npy`` label file beside a NIfTI image holds the labels in
+    the image file's voxel order (as ``nibabel.load(image).get_fdata()`` gives it): its
+    shape must be the image's as stored, and it is reordered by the image's affine.
+
     Raises:
       ValueError: shapes differ, the image holds NaN or infinite voxels, labels are not
         whole numbers, or a label is outside ``[0, num_classes)``; the message names the
@@ -258,12 +329,16 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
     """
     image = np.asarray(read_volume(image_path, nonfinite=nonfinite), np.float32)
     labels = read_labels(label_path)
-    if image.shape != labels.shape:
+    affine = _npy_beside_nifti(image_path, label_path)
+    shape = image.shape if affine is None else from_ras(image, affine).shape
+    if shape != labels.shape:
         raise ValueError(
             f"{os.fspath(label_path)}: label shape {labels.shape} differs from the image's "
-            f"{image.shape} ({os.fspath(image_path)}). Expected the same voxel grid. Fix: pair "
+            f"{shape} ({os.fspath(image_path)}). Expected the same voxel grid. Fix: pair "
             f"each image with its own label file."
         )
+    if affine is not None:  # the labels are in the image file's stored voxel order
+        labels = to_ras(labels, affine)
     if labels.size:
         low, high = int(labels.min()), int(labels.max())
         if low < 0 or high >= num_classes:
@@ -274,6 +349,14 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
                 f"the labels."
             )
     return image[..., None], labels
+
+
+def _npy_beside_nifti(image_path, label_path):
+    """The image's affine when ``label_path`` is ``.npy`` and ``image_path`` NIfTI (the
+    labels are then in the image's stored voxel order), else None."""
+    if _kind(label_path) != ".npy" or _kind(image_path) not in (".nii", ".nii.gz"):
+        return None
+    return _nibabel().load(os.fspath(image_path)).affine
 
 
 def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,

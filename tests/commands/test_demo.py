@@ -29,6 +29,23 @@ def test_demo_trains_a_3d_unet_on_the_emulator_and_finds_the_structures(capsys, 
     assert "all-gather" not in out  # spatial_tf's losses keep the split
     assert re.search(r"^temp +[\d.]+ (KiB|MiB) +[\d.]+ (KiB|MiB) +0\.\d\d$", out, re.M)
     assert re.search(r"^correct: all \d+ results match$", out, re.M)
+    lines = out.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("correct: all"))
+    outputs, updates = map(int, re.fullmatch(
+        r"results: the step's (\d+) outputs and (\d+) variable updates, each computed "
+        r"partitioned and unpartitioned from the same weights and batch, and compared",
+        lines[verdict + 1]).groups())
+    assert outputs == 2 and outputs + updates == int(lines[verdict].split()[2])  # loss, dice
+    rows = next(i for i, line in enumerate(lines) if line.startswith("argument: "))
+    assert lines[rows - 1].startswith("all-reduce ") and lines[rows:rows + 5] == [
+        "argument: what the step reads on each core: the weights, the optimizer state and its "
+        "piece of the batch",
+        "output: what the step writes: the new weights and optimizer state, the loss and the "
+        "Dice",
+        "alias: the outputs written in place of their arguments (the variables), counted once",
+        "temp: activations, gradients and scratch space while the step runs; peak = argument + "
+        "output - alias + temp",
+        ""]
     assert f"slice PNG (input / label / prediction): {png}" in out
     assert os.path.getsize(png) > 1000
 

@@ -112,3 +112,39 @@ def test_predict_refuses_nan_voxels_naming_file_and_count_unless_told_a_value(
     assert main(["predict", "--model-dir", trained, "--input", scan, "--output", output,
                  "--nonfinite", "-1000"]) == 0
     assert data.read_volume(output).shape == (16, 16, 16)
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+def test_predict_on_a_permuted_flipped_nifti_writes_its_grid_back(trained, tmp_path, capsys):
+    import nibabel as nib
+
+    from spatial_tf import data
+    from spatial_tf.commands.predict import _slice_view
+
+    image, _ = data.synthetic_ct((16, 16, 8), seed=4)
+    lsp = np.array([[-2.0, 0, 0, 50], [0, 0, -1.5, 30], [0, 3.0, 0, -20], [0, 0, 0, 1]])
+    stored = data.from_ras(image[..., 0], lsp)          # the same scan, stored L, S, P
+    nib.save(nib.Nifti1Image(image[..., 0], np.eye(4)), str(tmp_path / "ras.nii.gz"))
+    nib.save(nib.Nifti1Image(stored, lsp), str(tmp_path / "lsp.nii.gz"))
+    masks = {}
+    for name in ("ras", "lsp"):
+        output = str(tmp_path / f"{name}_mask.nii.gz")
+        assert main(["predict", "--model-dir", trained, "--input",
+                     str(tmp_path / f"{name}.nii.gz"), "--output", output]) == 0
+        masks[name] = nib.load(output)
+    capsys.readouterr()
+    assert masks["lsp"].shape == stored.shape == (16, 8, 16)
+    assert np.array_equal(masks["lsp"].affine, lsp)
+    # voxel-aligned: the LSP file's mask, read RAS+, is the RAS file's mask
+    np.testing.assert_array_equal(data.to_ras(np.asarray(masks["lsp"].dataobj), lsp),
+                                  np.asarray(masks["ras"].dataobj))
+    assert data.read_volume(str(tmp_path / "lsp_mask.nii.gz")).shape == (16, 16, 8)
+
+    class Args:
+        input = str(tmp_path / "lsp.nii.gz")
+
+    assert _slice_view(Args, {"classes": 3}) == {"axis": 2, "plane": "axial"}
+    Args.input = None   # synthetic: the classes synthetic_ct draws, by name
+    assert _slice_view(Args, {"classes": 3}) == {
+        "class_names": ("background", "organ", "lesion")}

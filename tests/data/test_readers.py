@@ -177,3 +177,72 @@ def test_nonfinite_voxels_are_refused_or_replaced_by_the_value_given(tmp_path, e
     labels = np.zeros((2, 3, 4), np.int32)  # integers are finite by nature
     write_volume(str(tmp_path / f"labels{ext}"), labels)
     np.testing.assert_array_equal(read_volume(str(tmp_path / f"labels{ext}")), labels)
+
+
+# an affine whose voxel axes are permuted and flipped against RAS+: file axis 0 runs to
+# the left (x flipped), 1 to superior, 2 to posterior (LSP)
+LSP = np.array([[-2.0, 0, 0, 50], [0, 0, -1.5, 30], [0, 3.0, 0, -20], [0, 0, 0, 1]])
+
+
+def test_nifti_is_read_ras_and_from_ras_gives_the_stored_array_back(tmp_path):
+    from spatial_tf.data import from_ras, to_ras, volume_shape, voxel_spacing
+
+    stored = np.arange(6 * 5 * 4, dtype=np.float32).reshape(6, 5, 4)
+    path = str(tmp_path / "lsp.nii.gz")
+    nib.save(nib.Nifti1Image(stored, LSP), path)
+    canonical = nib.as_closest_canonical(nib.load(path))
+    assert nib.aff2axcodes(LSP) == ("L", "S", "P")
+    volume = read_volume(path)
+    np.testing.assert_array_equal(volume, canonical.get_fdata())   # RAS+ order
+    assert volume.shape == (6, 4, 5) == volume_shape(path)
+    assert voxel_spacing(path) == (2.0, 1.5, 3.0)                   # per RAS axis
+    np.testing.assert_array_equal(volume, to_ras(stored, LSP))
+    back = from_ras(volume, LSP)
+    assert back.dtype == stored.dtype and np.array_equal(back, stored)
+    write_volume(str(tmp_path / "out.nii.gz"), back, LSP)
+    written = nib.load(str(tmp_path / "out.nii.gz"))
+    assert np.array_equal(written.affine, LSP) and np.array_equal(written.get_fdata(), stored)
+
+
+def test_npy_labels_beside_a_nifti_image_are_paired_and_reordered_with_it(tmp_path):
+    from spatial_tf.commands.volumes import pair_files
+
+    stored = np.random.default_rng(0).normal(size=(6, 5, 4)).astype(np.float32)
+    labels = (stored > 0).astype(np.int32)           # in the image file's voxel order
+    nib.save(nib.Nifti1Image(stored, LSP), str(tmp_path / "a.nii.gz"))
+    np.save(tmp_path / "a_labels.npy", labels)
+    pairs = pair_files(str(tmp_path))
+    assert pairs == [(str(tmp_path / "a.nii.gz"), str(tmp_path / "a_labels.npy"))]
+    image, read = load_example(*pairs[0], num_classes=2)
+    np.testing.assert_array_equal(read, (image[..., 0] > 0).astype(np.int32))  # voxel by voxel
+    np.save(tmp_path / "a_labels.npy", labels[:5])
+    with pytest.raises(ValueError) as e:
+        load_example(*pairs[0], num_classes=2)
+    assert str(e.value) == (
+        f"{tmp_path}/a_labels.npy: label shape (5, 5, 4) differs from the image's (6, 5, 4) "
+        f"({tmp_path}/a.nii.gz). Expected the same voxel grid. Fix: pair each image with its "
+        f"own label file.")
+
+
+def test_a_nifti_label_beside_a_npy_image_is_named(tmp_path):
+    from spatial_tf.commands.volumes import pair_files
+
+    np.save(tmp_path / "b.npy", np.zeros((4, 4, 4), np.float32))
+    nib.save(nib.Nifti1Image(np.zeros((4, 4, 4), np.int16), np.eye(4)),
+             str(tmp_path / "b_labels.nii.gz"))
+    with pytest.raises(ValueError) as e:
+        pair_files(str(tmp_path))
+    assert str(e.value) == (
+        f"{tmp_path}/b.npy: found b_labels.nii.gz beside it, but the labels of a .npy image "
+        f"must be .npy (a NIfTI label is read in RAS order, a .npy image as stored). Expected "
+        f"{tmp_path}/b_labels.npy. Fix: save the labels in the image's voxel order with "
+        f"numpy.save as {tmp_path}/b_labels.npy.")
+    (tmp_path / "b_labels.nii.gz").unlink()
+    nib.save(nib.Nifti1Image(np.zeros((4, 4, 4), np.float32), np.eye(4)),
+             str(tmp_path / "c.nii.gz"))
+    (tmp_path / "b.npy").unlink()
+    with pytest.raises(ValueError) as e:
+        pair_files(str(tmp_path))
+    assert str(e.value) == (
+        f"{tmp_path}/c.nii.gz: no label file beside it. Expected {tmp_path}/c_labels.nii.gz "
+        f"(or c_labels.nii or .npy). Fix: add it or move the image out of {tmp_path}.")
