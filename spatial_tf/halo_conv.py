@@ -23,6 +23,9 @@ building it: a U-Net's skip connection then costs no extra full-resolution copy.
 
 Only stride 1, dilation 1 and ``groups=1`` take the unpadded path (the convolutions
 that need a halo in a U-Net); other settings compute TensorFlow's own gradient.
+``conv_by_groups`` computes a grouped convolution (``groups`` between 1 and the channels,
+which XLA's SPMD partitioner gathers whole on every core) as one such convolution per
+group; a depthwise one (one input channel per group) XLA partitions as it is.
 """
 import contextlib
 from typing import Callable, List, Optional, Sequence
@@ -35,7 +38,8 @@ from spatial_tf.update_order import after as _after
 
 frames.register_exclusion(__file__)  # the user's line is never here
 
-__all__ = ["HaloConv2D", "HaloConv3D", "conv_keeping_input_unpadded", "conv_of_concatenation"]
+__all__ = ["HaloConv2D", "HaloConv3D", "conv_keeping_input_unpadded", "conv_of_concatenation",
+           "conv_by_groups"]
 
 
 def conv_keeping_input_unpadded(x, kernel, padding: str):
@@ -131,6 +135,45 @@ def conv_of_concatenation(pieces: Sequence, kernel, padding: str = "SAME", *,
         outputs.append(convolve(x, kernel[..., start:start + count, :]))
         start += count
     return tf.add_n(outputs)
+
+
+def conv_by_groups(x, kernel, groups: int, padding: str = "SAME", *,
+                   convolve: Optional[Callable] = None):
+    """A grouped convolution of ``x`` (``kernel``: ``[*window, channels / groups, out]``,
+    as Keras keeps it) as one convolution per group, the results concatenated along the
+    channels: group ``j`` convolves input channels ``j * channels / groups ...`` with the
+    kernel's output channels ``j * out / groups ...``, as TensorFlow's grouped
+    convolution does. Each group is ``conv_keeping_input_unpadded(piece, kernel_piece,
+    padding)``, or ``convolve(piece, kernel_piece)`` (e.g. a Keras layer's
+    ``convolution_op``, strides and dilations included) when given.
+
+    XLA's SPMD partitioner gathers a grouped convolution's split input whole on every
+    core (forward and both gradients) unless each group has one input channel (depthwise,
+    which it partitions with halo exchanges); one convolution per group keeps the split.
+
+    >>> import numpy as np
+    >>> x = tf.constant(np.arange(32.0).reshape(1, 2, 4, 4))
+    >>> w = tf.constant(np.arange(36.0).reshape(3, 3, 2, 2))
+    >>> y = conv_by_groups(x, w, 2)
+    >>> bool(tf.reduce_all(y == tf.concat([
+    ...     tf.nn.convolution(x[..., :2], w[..., :1], padding="SAME"),
+    ...     tf.nn.convolution(x[..., 2:], w[..., 1:], padding="SAME")], -1)))
+    True
+    """
+    channels, out = int(x.shape[-1]), int(kernel.shape[-1])
+    if groups < 1 or channels != groups * int(kernel.shape[-2]) or out % groups:
+        raise ValueError(
+            f"conv_by_groups: x has {channels} channels and the kernel shape "
+            f"{tuple(kernel.shape)}, which do not make {groups} groups; expected x's "
+            f"channels = groups * kernel.shape[-2] and kernel.shape[-1] a multiple of "
+            f"groups. Fix: pass the layer's groups and its kernel as Keras keeps it.")
+    if convolve is None:
+        def convolve(piece, kernel_piece):
+            return conv_keeping_input_unpadded(piece, kernel_piece, padding)
+    if groups == 1:
+        return convolve(x, kernel)
+    pieces, kernels = tf.split(x, groups, axis=-1), tf.split(kernel, groups, axis=-1)
+    return tf.concat([convolve(p, k) for p, k in zip(pieces, kernels)], axis=-1)
 
 
 _BACKPROP = {

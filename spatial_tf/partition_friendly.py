@@ -16,8 +16,15 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
   the update's gradient depends on, not after the others: a convolution's input gradient
   and a weight regularizer's value read the kernel too, so XLA keeps a copy of the kernel
   for them (``spatial_tf.update_order``). Making the kernel's gradient depend on them
-  orders the update last. Every convolution gets the order; transposed, depthwise and
-  separable ones, which have no ``convolution_op``, around their whole call.
+  orders the update last. Every convolution gets the order; transposed and separable
+  ones, which have no ``convolution_op``, around their whole call.
+
+- XLA gathers a grouped convolution's split input (``groups`` between 1 and the
+  channels) whole on every core; it becomes one convolution per group
+  (``spatial_tf.halo_conv.conv_by_groups``), each in the forms above. A depthwise one
+  (``DepthwiseConv2D``, or ``groups`` equal to the channels) keeps the split as it is.
+
+Which Keras classes are of which kind is ``spatial_tf.layer_kinds``' table.
 
 ``partition_friendly(model)`` changes all three in place, on the layer objects the model (or a
 framework such as Model Garden's trainer) already holds: no layer is replaced, so weights,
@@ -49,9 +56,9 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
-from spatial_tf import context, frames
+from spatial_tf import context, frames, layer_kinds
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.halo_conv import conv_of_concatenation
+from spatial_tf.halo_conv import conv_by_groups, conv_of_concatenation
 from spatial_tf.spec import Replicate
 from spatial_tf.update_order import (is_ordered, ordered_call, ordered_convolution,
                                      ordered_loss, ordered_regularizer)
@@ -79,6 +86,14 @@ _ORDERED_CALL = "{name} with its weight gradients made to wait for its input gra
 _STRIDED = ("XLA partitions a strided or dilated convolution's gradients with halo exchanges "
             "only; the halo form would need the output gradient upsampled with zeros, which "
             "costs more")
+_GROUPED = ("{name} as one convolution per group, each {each}",
+            "XLA's SPMD partitioner gathers a grouped convolution's split input whole on "
+            "every core (forward and both gradients); one convolution per group keeps the "
+            "split")
+_DEPTHWISE = ("a depthwise convolution (one input channel per group) keeps the split as "
+              "it is: XLA partitions it and both its gradients with halo exchanges, and "
+              "a halo form of its kernel gradient, or the update order, would take more "
+              "memory per core (its kernel is small)")
 _REGULARIZED = ("{names} ordered before the update",
                 "a regularizer's read of a weight reaches only the loss value, which no "
                 "gradient depends on: without the order, XLA keeps a copy of the weight for "
@@ -312,22 +327,10 @@ def _children(layer):
         yield from getattr(layer, "layers", ())
 
 
-def _class_names(layer) -> List[str]:
-    return [cls.__name__ for cls in type(layer).__mro__]
-
-
 def _rule_for(layer):
-    names = _class_names(layer)
-    if "HaloConv2D" in names or "HaloConv3D" in names:
-        return None  # already computes its kernel gradient from the halo
-    if "BatchNormalization" in names:
-        return _batch_norm
-    if any(n in names for n in ("Conv2DTranspose", "Conv3DTranspose", "DepthwiseConv2D",
-                                "SeparableConv2D", "DepthwiseConv1D", "SeparableConv1D")):
-        return _other_conv
-    if "Conv2D" in names or "Conv3D" in names:
-        return _conv
-    return None
+    """The plan maker for ``layer``'s kind (``spatial_tf.layer_kinds``), or None."""
+    kind = layer_kinds.kind_of(type(layer))
+    return None if kind is None else _RULES[kind.change]
 
 
 def _batch_norm(path, layer):
@@ -349,16 +352,32 @@ def _conv(path, layer):
     problem = _unsupported_conv(layer)
     if problem:
         return _with_ordered_call(path, layer, problem, handled=False)
+    groups = int(getattr(layer, "groups", 1) or 1)
+    if groups > 1 and int(layer.kernel.shape[-2]) == 1:  # depthwise, as Model Garden builds it
+        return _keep(path, layer)
     if any(s != 1 for s in layer.strides) or any(d != 1 for d in layer.dilation_rate):
         kind = _STRIDED
     elif all(k == 1 for k in layer.kernel_size):
         kind = "a 1x1 convolution needs no halo"
     else:
         padding = layer.padding.upper()
+        if groups > 1:
+            return _with_convolution_op(
+                path, layer, lambda _, x, kernel: conv_by_groups(x, kernel, groups, padding),
+                _GROUPED[0].format(name=before, each=_HALO[0].format(name="").strip()),
+                f"{_GROUPED[1]}; {_HALO[1]}")
         return _with_convolution_op(
             path, layer,
             lambda _, x, kernel: conv_of_concatenation(_concatenated(x), kernel, padding),
             _HALO[0].format(name=before), _HALO[1])
+    if groups > 1:  # TensorFlow's own gradients per group, each kernel's ordered
+        def per_group(original, x, kernel):
+            return conv_by_groups(x, kernel, groups, convolve=lambda piece, kernel_piece:
+                                  ordered_convolution(original, piece, kernel_piece))
+        each = _ORDERED[0].format(name="").strip()
+        return _with_convolution_op(path, layer, per_group,
+                                    _GROUPED[0].format(name=before, each=each),
+                                    f"{_GROUPED[1]}; {_ORDERED[1].format(kind=kind)}")
     # TensorFlow's own gradients, the kernel's made to wait for the input's
     return _with_convolution_op(path, layer, ordered_convolution,
                                 _ORDERED[0].format(name=before), _ORDERED[1].format(kind=kind))
@@ -474,8 +493,6 @@ def _unsupported_conv(layer) -> str:
     if getattr(layer, "data_format", "channels_last") != "channels_last":
         return ("channels_first: the halo form needs channels last; build the layer with "
                 "data_format='channels_last'")
-    if getattr(layer, "groups", 1) != 1:
-        return "grouped convolution (groups > 1): the halo form computes groups=1 only"
     if str(layer.padding).lower() not in ("same", "valid"):
         return f"padding={layer.padding!r}: the halo form computes 'same' and 'valid' only"
     return ""
@@ -488,14 +505,25 @@ def _defining_class(cls, attribute):
     return None
 
 
+def _keep(path, layer):
+    """A depthwise convolution, left as it is (``_DEPTHWISE`` says why)."""
+    return Change(path, type(layer).__name__, "unchanged", _DEPTHWISE), None
+
+
 def _other_conv(path, layer):
-    if ("Transpose" in type(layer).__name__
+    kind = layer_kinds.kind_of(type(layer)).name
+    if (kind == "transposed convolution"
             and tuple(layer.kernel_size) == tuple(layer.strides)
             and all(d == 1 for d in layer.dilation_rate)):
-        kind = "a transposed convolution whose kernel equals its stride needs no halo"
-        return _with_ordered_call(path, layer, _ORDERED[1].format(kind=kind))
+        why = "a transposed convolution whose kernel equals its stride needs no halo"
+        return _with_ordered_call(path, layer, _ORDERED[1].format(kind=why))
     return _with_ordered_call(
         path, layer,
-        "transposed, depthwise and separable convolutions keep TensorFlow's gradient, "
-        "only ordered before the update: check spatial_tf.Emulator.report for gathers at "
-        "this layer", handled=False)
+        "transposed and separable convolutions keep TensorFlow's gradient, only ordered "
+        "before the update: check spatial_tf.Emulator.report for gathers at this layer",
+        handled=False)
+
+
+_RULES = {"halo": _conv, "ordered": _other_conv, "unfuse": _batch_norm, "keep": _keep,
+          "none": None}
+"""The plan maker for each ``layer_kinds.CHANGES`` entry."""

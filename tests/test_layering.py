@@ -13,7 +13,8 @@ PACKAGE = pathlib.Path(spatial_tf.__file__).parent
 LAYERS = {
     "foundation": ["spatial_tf", "spatial_tf._tf_internals", "spatial_tf.checks",
                    "spatial_tf.logs", "spatial_tf.table", "spatial_tf.context",
-                   "spatial_tf.tpu_generations", "spatial_tf.frames"],
+                   "spatial_tf.tpu_generations", "spatial_tf.frames",
+                   "spatial_tf.layer_kinds"],
     "core": ["spatial_tf.spec", "spatial_tf.topology", "spatial_tf.annotate",
              "spatial_tf.summarize", "spatial_tf.label_inputs", "spatial_tf.steps",
              "spatial_tf.devices", "spatial_tf.strategy",

@@ -79,8 +79,6 @@ LAYERS = [
     ("conv2d_transpose_3_2", lambda: keras.layers.Conv2DTranspose(2, 3, strides=2,
                                                                    padding="same"),
      (1, 5, 4, 2), UNHANDLED),
-    ("depthwise_conv2d", lambda: keras.layers.DepthwiseConv2D(3, padding="same"),
-     (1, 6, 7, 2), UNHANDLED),
     ("separable_conv2d", lambda: keras.layers.SeparableConv2D(3, 3), (1, 6, 7, 2), UNHANDLED),
 ]
 
@@ -237,28 +235,29 @@ class _CustomConv(keras.layers.Conv2D):
 def test_layers_it_cannot_handle_are_named_and_only_ordered():
     inputs = keras.Input((8, 8, 2))
     x = _CustomConv(2, 3, padding="same", name="custom")(inputs)
-    x = keras.layers.DepthwiseConv2D(3, padding="same", name="depthwise")(x)
-    x = keras.layers.Conv2D(2, 3, padding="same", groups=2, name="grouped")(x)
+    x = keras.layers.SeparableConv2D(2, 3, padding="same", name="separable")(x)
+    x = keras.layers.Conv2D(2, 3, padding="same", data_format="channels_first",
+                            name="first")(x)
     model = keras.Model(inputs, x, name="m")
     custom_op = model.get_layer("custom").convolution_op
     with pytest.warns(PartitionFriendlyWarning) as record:
         changes = partition_friendly(model)
     assert [(c.path, c.after, c.handled) for c in changes] == [
         (f"m/{name}", f"{kind} with its weight gradients made to wait for its input gradient",
-         False) for name, kind in (("custom", "_CustomConv"), ("depthwise", "DepthwiseConv2D"),
-                                   ("grouped", "Conv2D"))]
+         False) for name, kind in (("custom", "_CustomConv"), ("separable", "SeparableConv2D"),
+                                   ("first", "Conv2D"))]
     assert len(record) == 1
     message = str(record[0].message)
     # one warning that says what cannot be told without a step and where to look
-    assert message.startswith("partition_friendly: 3 layer(s) (_CustomConv, DepthwiseConv2D, "
+    assert message.startswith("partition_friendly: 3 layer(s) (_CustomConv, SeparableConv2D, "
                               "Conv2D; the first m/custom) keep TensorFlow's own gradient")
     assert "which the model alone does not tell" in message
     assert "spatial_tf.Emulator(...).report(step, args) names each layer" in message
     # the full list, each with its reason, is in the return value
     whys = [c.why for c in changes]
     assert whys[0].startswith("its class overrides convolution_op")
-    assert whys[1].startswith("transposed, depthwise and separable convolutions")
-    assert whys[2].startswith("grouped convolution (groups > 1)")
+    assert whys[1].startswith("transposed and separable convolutions")
+    assert whys[2].startswith("channels_first")
     assert model.get_layer("custom").convolution_op == custom_op
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -266,8 +265,8 @@ def test_layers_it_cannot_handle_are_named_and_only_ordered():
 
 
 @pytest.mark.parametrize("make", [lambda: _CustomConv(3, 3, padding="same"),
-                                  lambda: keras.layers.Conv2D(4, 3, padding="same", groups=2)],
-                         ids=["custom_convolution_op", "grouped"])
+                                  lambda: keras.layers.SeparableConv2D(4, 3, padding="same")],
+                         ids=["custom_convolution_op", "separable"])
 def test_a_layer_it_can_only_order_keeps_its_step_in_float64(make):
     def build():
         inputs = keras.Input((7, 6, 2))
