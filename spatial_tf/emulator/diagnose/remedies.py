@@ -13,6 +13,7 @@ entropy, the split that keeps a reshape contiguous, or the general advice.
 """
 from typing import List, Optional, Sequence
 
+from spatial_tf import layer_kinds
 from spatial_tf.emulator import op_source
 
 __all__ = ["explain", "merged_axes", "contiguous_spec", "is_kernel_piece"]
@@ -80,9 +81,6 @@ _RESHAPE_BATCH = (
     "after reducing them."
 )
 
-_CONVOLUTIONS = ("Conv2D", "Conv3D", "DepthwiseConv2dNative", "Conv2DBackpropInput",
-                 "Conv3DBackpropInputV2", "Conv2DBackpropFilter", "Conv3DBackpropFilterV2")
-
 
 def explain(kind: str, source, num_cores: int, op_name: str = "",
             shape: Sequence[int] = (), variables: Sequence[Sequence[int]] = ()) -> str:
@@ -95,9 +93,10 @@ def explain(kind: str, source, num_cores: int, op_name: str = "",
     if source is None:
         return FUSED_BATCH_NORM if "FusedBatchNorm" in op_name else GENERIC[kind]
     op = source.op
-    if op.type.startswith("FusedBatchNorm"):
+    remedy = layer_kinds.remedy_for_op(op.type)  # which layer kind made it
+    if remedy == "fused batch norm":
         return FUSED_BATCH_NORM
-    if op.type in _CONVOLUTIONS:
+    if remedy == "convolution":
         what = _convolution_kind(op)
         return _PLAIN_CONVOLUTION if what is None else _OTHER_CONVOLUTION.format(what=what)
     loss = _cross_entropy(op)
