@@ -283,8 +283,8 @@ def activation_threshold(size, cores=CORES):
 
 def is_kernel_piece(shape, kernel, cores=CORES):
     """Whether a gathered ``shape`` is ``kernel`` (or a part of it) tiled along its window
-    axes, as ``Emulator.report`` tells them apart (``spatial_tf.emulator.remedies``)."""
-    from spatial_tf.emulator.remedies import is_kernel_piece as library_rule
+    axes, as ``Emulator.report`` tells them apart (``spatial_tf.emulator.diagnose.remedies``)."""
+    from spatial_tf.emulator.diagnose.remedies import is_kernel_piece as library_rule
 
     return len(kernel) >= 3 and library_rule(shape, kernel, cores)
 
@@ -295,7 +295,7 @@ def sort_gathers(compiled, model, size):
     (under ``activation_threshold``), ``loss`` (the loss's flattening of the head
     outputs and targets), ``backbone_fpn`` (an op in the backbone's or FPN's scope) and
     ``other`` (activation-sized elsewhere, or in an op without a layer scope)."""
-    from spatial_tf.emulator.hlo_text import dims
+    from spatial_tf.emulator.diagnose.hlo_text import dims
 
     kernels = [v.shape.as_list() for v in model.trainable_variables if v.shape.rank == 4]
     scopes = tuple(f"/{layer.name}/" for layer in (model.backbone, model.decoder))

@@ -102,7 +102,7 @@ def main(argv=None):
                    help="also print each report's gather warnings (op, line, fix)")
     p.add_argument("--disable-hlo-passes", default=None, metavar="PASSES",
                    help="XLA passes to skip in every compile, comma-separated (default: the "
-                        "emulator's, spatial_tf.emulator._xla.TPU_LIKE_OPTIONS)")
+                        "emulator's, spatial_tf.emulator.compile._xla.TPU_LIKE_OPTIONS)")
     args = p.parse_args(argv)
     options = (None if args.disable_hlo_passes is None
                else {"xla_disable_hlo_passes": args.disable_hlo_passes})

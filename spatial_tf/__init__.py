@@ -36,8 +36,8 @@ _EXPORTS = {
     "TPUError": "spatial_tf.strategy",
     "describe": "spatial_tf.topology",
     "Emulator": "spatial_tf.emulator",
-    "CompileError": "spatial_tf.emulator.errors",
-    "ParityError": "spatial_tf.emulator.parity",
+    "CompileError": "spatial_tf.emulator.compile.errors",
+    "ParityError": "spatial_tf.emulator.diagnose.parity",
     "plan": "spatial_tf.planning",
 }
 

@@ -46,6 +46,7 @@ __all__ = [
     "gen_xla_ops",
     "tpu_attribute",
     "function_graph",
+    "handle_data",
     "missing_internals",
     "TPULayout",
     "tpu_layout",
@@ -66,7 +67,7 @@ MODULES = {
     ),
     "xla_data_pb2": ("tensorflow.compiler.xla.xla_data_pb2", ("OpSharding",)),
     "hlo_pb2": ("tensorflow.compiler.xla.service.hlo_pb2", ("HloModuleProto",)),
-    # the emulator's tf.distribute strategy (spatial_tf/emulator/_distribute.py)
+    # the emulator's tf.distribute strategy (spatial_tf/emulator/distribute/pieces.py)
     "distribute_lib": ("tensorflow.python.distribute.distribute_lib",
                        ("ReplicaContext", "ReplicaContext._merge_call")),
     "one_device_strategy": ("tensorflow.python.distribute.one_device_strategy",
@@ -180,6 +181,12 @@ def function_graph(graph: Any, name: str) -> Any:
     get = getattr(graph, "_get_function", None)
     function = get(name) if get is not None else None
     return getattr(function, "graph", None)
+
+
+def handle_data(handle: Any) -> Any:
+    """The shape and dtype TensorFlow records on a resource handle (its ``_handle_data``:
+    ``is_set``, ``shape_and_type``), or None for a tensor that has none."""
+    return getattr(handle, "_handle_data", None)
 
 
 def tpu_attribute(strategy: Any, name: str) -> Any:

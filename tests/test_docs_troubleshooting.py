@@ -163,7 +163,7 @@ def test_the_pages_are_found():
     assert len(PAGES) >= 10
     assert error_messages.page_of("spatial_tf/data/pipeline.py") == "data"
     assert error_messages.page_of("spatial_tf/strategy.py") == "topology"
-    assert error_messages.page_of("spatial_tf/emulator/parity.py") == "emulator"
+    assert error_messages.page_of("spatial_tf/emulator/diagnose/parity.py") == "emulator"
 
 
 @pytest.mark.parametrize("page", _cases(sorted(set(error_messages.PAGES) | {p.stem for p in PAGES}), "pages"))

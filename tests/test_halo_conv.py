@@ -171,7 +171,7 @@ def test_split_gradients_match_and_per_core_memory_falls():
 def test_gradient_ops_are_named_after_the_convolution_they_differentiate():
     """TensorFlow names a gradient op gradient_tape/<forward op>/...; the halo form's do
     the same, so Emulator.report traces a gather there back to the layer's line."""
-    from spatial_tf.emulator import op_source
+    from spatial_tf.emulator.diagnose import op_source
 
     layer = HaloConv2D(2, 3, padding="same", name="edges")
     x = tf.ones([1, 6, 6, 1])

@@ -92,3 +92,11 @@ def test_no_other_module_imports_tensorflow_internals():
     ]
     assert offenders == []
     assert len(list(package.rglob("*.py"))) > 20  # the walk saw the package
+
+
+def test_handle_data_is_the_shape_and_dtype_a_variable_handle_records():
+    data = _tf_internals.handle_data(tf.Variable(tf.zeros([2, 3], tf.float64)).handle)
+    assert data.is_set
+    assert [d.size for d in data.shape_and_type[0].shape.dim] == [2, 3]
+    assert tf.as_dtype(data.shape_and_type[0].dtype) == tf.float64
+    assert _tf_internals.handle_data(tf.constant(1.0)) is None

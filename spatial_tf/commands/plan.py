@@ -136,7 +136,7 @@ def check_args(parser, args):
 
 def _tpu_compiler_decides(args):
     """Whether the budget names a TPU generation whose compiler is installed."""
-    from spatial_tf.emulator.tpu_compile import libtpu_version
+    from spatial_tf.emulator.compile.tpu_compile import libtpu_version
     from spatial_tf.tpu_generations import generation
 
     if args.budget is None or args.memory != "tpu" or libtpu_version() is None:

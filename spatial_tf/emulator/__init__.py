@@ -5,7 +5,7 @@ per-core memory and communication, ``compare`` checks the partitioned run agains
 unpartitioned one. jax/jaxlib (``pip install "spatial-tf[emulator]"``) are imported at
 the first ``Emulator``; ``configure`` sets how many virtual devices jax starts with.
 Names are imported on first use, so the TPU compiler's worker process
-(``spatial_tf.emulator._xla_tpu``) starts without TensorFlow.
+(``spatial_tf.emulator.compile._xla_tpu``) starts without TensorFlow.
 
 >>> import tensorflow as tf, spatial_tf
 >>> from spatial_tf.emulator import Emulator
@@ -26,17 +26,17 @@ __all__ = ["Emulator", "configure", "CompileError"]
 
 # public name -> module that defines it
 _EXPORTS = {
-    "Emulator": "spatial_tf.emulator.strategy",
-    "CompileError": "spatial_tf.emulator.errors",
-    "configure": "spatial_tf.emulator._xla",
-    "DEFAULT_CPU_DEVICES": "spatial_tf.emulator._xla",
-    "DEVICES_ENV": "spatial_tf.emulator._xla",
+    "Emulator": "spatial_tf.emulator.distribute.strategy",
+    "CompileError": "spatial_tf.emulator.compile.errors",
+    "configure": "spatial_tf.emulator.compile._xla",
+    "DEFAULT_CPU_DEVICES": "spatial_tf.emulator.compile._xla",
+    "DEVICES_ENV": "spatial_tf.emulator.compile._xla",
 }
 
 
 def __getattr__(name):
     module = _EXPORTS.get(name)
-    if module is None:  # a submodule: spatial_tf.emulator.parity, .report, ...
+    if module is None:  # a subpackage: spatial_tf.emulator.compile, .diagnose, ...
         try:
             return importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:

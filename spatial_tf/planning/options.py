@@ -58,7 +58,7 @@ class PlanOptions:
     def __post_init__(self):
         check_memory(self.memory)
         if self.target not in (None, "auto"):
-            from spatial_tf.emulator.tpu_compile import tpu_target
+            from spatial_tf.emulator.compile.tpu_compile import tpu_target
 
             tpu_target(self.target)  # ValueError for an unknown generation
             if self.fit_sizes is not None:

@@ -361,7 +361,7 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
                         options.fit_sizes, options.fit_check, shape) for spec in specs]
     source = None
     if target is not None:
-        from spatial_tf.emulator.tpu_compile import compiler_name
+        from spatial_tf.emulator.compile.tpu_compile import compiler_name
 
         source = compiler_name(target)
     if not any(c.ok for c in found):
@@ -380,7 +380,7 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
 def _target(options, budget):
     """The ``TpuTarget`` whose compiler measures the candidates, or None (see
     ``PlanOptions.target``)."""
-    from spatial_tf.emulator.tpu_compile import check_compiler, libtpu_version, tpu_target
+    from spatial_tf.emulator.compile.tpu_compile import check_compiler, libtpu_version, tpu_target
 
     if options.memory != "tpu" or options.target is None:
         return None
@@ -433,7 +433,7 @@ def _steps_by_size(step_or_model, is_model, training, tree, volume, sizes):
 def _measure(steps, name, tree, volume, specs, sizes, num_cores, options, target=None):
     """``{(spec, edge): Measured or the exception}``: every candidate compiled."""
     from spatial_tf.emulator import Emulator
-    from spatial_tf.emulator.trace import CallSignature
+    from spatial_tf.emulator.compile.trace import CallSignature
 
     emulator = Emulator(num_cores_per_replica=num_cores)
 

@@ -84,7 +84,7 @@ def _probe(step_or_model, shape, cores, budget, spec, options, training):
 
 
 def _options(options, budget):
-    from spatial_tf.emulator.tpu_compile import check_compiler, tpu_target
+    from spatial_tf.emulator.compile.tpu_compile import check_compiler, tpu_target
 
     options = options or PlanOptions(progress=False)
     target = options.target
@@ -187,6 +187,6 @@ def search_largest_edge(step_or_model: Any, shape: Sequence[int], num_cores: int
 
 
 def _source(options):
-    from spatial_tf.emulator.tpu_compile import compiler_name, tpu_target
+    from spatial_tf.emulator.compile.tpu_compile import compiler_name, tpu_target
 
     return compiler_name(tpu_target(options.target))

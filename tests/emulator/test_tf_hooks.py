@@ -2,8 +2,8 @@
 import pytest
 
 from spatial_tf import _tf_internals
-from spatial_tf.emulator.extended import EmulatorExtended
-from spatial_tf.emulator.replica import EmulatedReplicaContext
+from spatial_tf.emulator.distribute.extended import EmulatorExtended
+from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext
 
 EXTENDED_HOOKS = [
     "_num_replicas_in_sync", "worker_devices", "_support_per_replica_values",

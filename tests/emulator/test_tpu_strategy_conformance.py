@@ -13,7 +13,7 @@ import glob
 import keras
 import pytest
 import tensorflow as tf
-from spatial_tf.emulator.errors import CompileError
+from spatial_tf.emulator.compile.errors import CompileError
 
 
 REPLICAS = [1, 2]

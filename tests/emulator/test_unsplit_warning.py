@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.strategy import UnsplitStepWarning, _step_name
+from spatial_tf.emulator.distribute.strategy import UnsplitStepWarning, _step_name
 
 pytestmark = pytest.mark.emulator
 

@@ -71,7 +71,7 @@ def test_a_small_plan_with_max_size_and_plot(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(__import__("spatial_tf.emulator.tpu_compile", fromlist=["x"])
+@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
                     .libtpu_version() is None,
                     reason="needs libtpu (XLA's TPU compiler): pip install "
                            "'spatial-tf[tpu-compile]'")

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from spatial_tf import planning
-from spatial_tf.emulator import Emulator, compile_cache, tpu_compile
+from spatial_tf.emulator import Emulator
+from spatial_tf.emulator.compile import compile_cache, tpu_compile
 from spatial_tf.planning.candidates import candidate_specs
 
 pytestmark = pytest.mark.skipif(

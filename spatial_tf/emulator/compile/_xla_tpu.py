@@ -1,4 +1,4 @@
-"""The TPU compiler's worker: ``python -m spatial_tf.emulator._xla_tpu FOLDER``.
+"""The TPU compiler's worker: ``python -m spatial_tf.emulator.compile._xla_tpu FOLDER``.
 
 It compiles one program with libtpu's XLA:TPU compiler for compile-only TPU devices (no
 TPU needed) and writes what the compiler said to ``FOLDER/result.json``. The program
@@ -30,7 +30,7 @@ def compile_request(request, hlo):
     ``status``: ``compiled`` (``memory``, ``cost``, ``hlo_text``), ``out_of_memory`` or
     ``failed`` (``message``: the compiler's own words); ``error`` when the compiler could
     not be set up (``main``)."""
-    from spatial_tf.emulator import _xla
+    from spatial_tf.emulator.compile import _xla
 
     j = _xla._load()
     xc = j.xla_client

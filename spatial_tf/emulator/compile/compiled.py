@@ -33,8 +33,8 @@ verdict and cost analysis; ``tpu_compile``), with libtpu installed and no TPU ne
 import threading
 from typing import List, Optional
 
-from spatial_tf.emulator.executable import Program
-from spatial_tf.emulator.hlo_text import GATHER_KINDS, Collective, collectives
+from spatial_tf.emulator.compile.executable import Program
+from spatial_tf.emulator.diagnose.hlo_text import GATHER_KINDS, Collective, collectives
 
 __all__ = ["Lowered", "CompiledStep", "TpuCompiledStep"]
 
@@ -58,7 +58,7 @@ class Lowered:
 
     def hlo_text(self) -> str:
         """The program before partitioning, with the shardings ``split`` added."""
-        from spatial_tf.emulator import _xla
+        from spatial_tf.emulator.compile import _xla
 
         return _xla.hlo_module_text(self.traced.hlo)
 
@@ -78,7 +78,7 @@ class Lowered:
             return self._compiled
 
     def _compile_for_tpu(self, target, timeout):
-        from spatial_tf.emulator.tpu_compile import tpu_target
+        from spatial_tf.emulator.compile.tpu_compile import tpu_target
 
         target = tpu_target(target)
         with self._lock:
@@ -152,7 +152,7 @@ class CompiledStep(_ProgramText):
     def report(self, gather_threshold_bytes: Optional[int] = None, on_tpu=None):
         """The ``Report`` of this step (what ``Emulator.report`` returns); ``on_tpu``, the
         same step's ``TpuCompiledStep``, adds that TPU's memory beside XLA:CPU's."""
-        from spatial_tf.emulator.report import build_report
+        from spatial_tf.emulator.diagnose.report import build_report
 
         return build_report(self, gather_threshold_bytes, on_tpu)
 
@@ -200,8 +200,8 @@ class TpuCompiledStep(_ProgramText):
         self._unpartitioned = None
 
     def _compile(self, num_partitions):
-        from spatial_tf.emulator import _xla, replicas
-        from spatial_tf.emulator.tpu_compile import compile_for_tpu
+        from spatial_tf.emulator.compile import _xla, replicas
+        from spatial_tf.emulator.compile.tpu_compile import compile_for_tpu
 
         traced = self.traced
         num_replicas = self.lowered.num_replicas  # every replica's program, as on the pod

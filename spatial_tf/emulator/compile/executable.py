@@ -7,7 +7,7 @@ the program and returns the function's outputs and the new values of the variabl
 writes, as whole (reassembled) NumPy arrays. Nothing is written to any variable here.
 
 >>> import tensorflow as tf
->>> from spatial_tf.emulator.trace import trace
+>>> from spatial_tf.emulator.compile.trace import trace
 >>> traced = trace(lambda x: tf.reduce_sum(x * 2.0), (tf.ones([4, 4]),), {})
 >>> program = Program(traced, num_partitions=2)
 >>> outputs, updates = program.execute([np.ones([4, 4], np.float32)], [])
@@ -20,8 +20,8 @@ import time
 import numpy as np
 
 from spatial_tf import logs
-from spatial_tf.emulator import _xla, precision, replicas
-from spatial_tf.emulator.errors import CompileError
+from spatial_tf.emulator.compile import _xla, precision, replicas
+from spatial_tf.emulator.compile.errors import CompileError
 
 __all__ = ["Program", "compile_error", "MEMORY_KINDS", "with_peak"]
 

@@ -16,6 +16,8 @@ records, so the emulator treats it like any other variable.
 """
 import tensorflow as tf
 
+from spatial_tf._tf_internals import handle_data
+
 __all__ = ["HandleVariable", "is_variable"]
 
 
@@ -38,7 +40,7 @@ class HandleVariable:
     @classmethod
     def from_handle(cls, handle):
         """The variable behind ``handle``, or None if it is no variable (a table...)."""
-        data = getattr(handle, "_handle_data", None)
+        data = handle_data(handle)
         if data is None or not data.is_set or not data.shape_and_type:
             return None
         shape_and_type = data.shape_and_type[0]

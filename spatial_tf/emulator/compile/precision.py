@@ -8,7 +8,7 @@ results (gradients through batch norm over a few values) can differ by percents 
 two equally valid evaluations. ``parity.compare`` uses it to tell rounding from error.
 
 >>> import tensorflow as tf
->>> from spatial_tf.emulator.trace import trace
+>>> from spatial_tf.emulator.compile.trace import trace
 >>> traced = trace(lambda x: tf.reduce_sum(x * 0.1), (tf.ones([4]),), {})
 >>> module = hlo_pb2.HloModuleProto.FromString(to_float64(traced.hlo))
 >>> module.host_program_shape.parameters[0].element_type == F64

@@ -12,9 +12,12 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context
-from spatial_tf.emulator import _distribute, hosts, on_read, replicas, summaries
-from spatial_tf.emulator.handles import is_variable
-from spatial_tf.emulator.trace import CallSignature
+from spatial_tf.emulator.distribute import pieces, hosts, on_read
+from spatial_tf.emulator.compile import replicas
+from spatial_tf.emulator.summaries import writes
+from spatial_tf.emulator.compile.handles import is_variable
+from spatial_tf.emulator.compile.trace import CallSignature, outline as trace_outline
+from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext, tracing
 
 __all__ = ["run"]
 
@@ -86,11 +89,8 @@ def _execute(emulator, step, per_replica_args, captures, distributed):
 def _check_hosts(emulator, name, per_replica_args, indices):
     """Warn once per step when every host fed its replicas the same batches."""
     key = ("identical hosts", name)
-    if emulator.num_hosts < 2 or key in emulator._warned:
-        return
-    if hosts.identical_hosts(per_replica_args, indices,
-                             emulator.host_layout.pipeline_of_replica):
-        emulator._warned.add(key)
+    if emulator.num_hosts > 1 and emulator.first_warning(key, lambda: hosts.identical_hosts(
+            per_replica_args, indices, emulator.host_layout.pipeline_of_replica)):
         warnings.warn(hosts.identical_hosts_message(repr(name), emulator.num_hosts),
                       hosts.IdenticalHostInputWarning, stacklevel=2)
 
@@ -100,13 +100,13 @@ def _pack(traced, per_replica_outputs):
     if len(packed) == 1:
         return packed[0]
     return tf.nest.map_structure(
-        lambda *v: _distribute.PerReplica(v) if tf.is_tensor(v[0]) else v[0], *packed
+        lambda *v: pieces.PerReplica(v) if tf.is_tensor(v[0]) else v[0], *packed
     )
 
 
 def _run_now(emulator, step, signatures, distributed):
     traced = step.traced
-    summaries.check_steps(traced.summaries)
+    writes.check_steps(traced.summaries)
     captures = traced.capture_values()
     per_replica_args = [[_numpy(t) for t in s.tensors] for s in signatures]
     outputs, updates = _execute(emulator, step, per_replica_args, captures, distributed)
@@ -121,7 +121,7 @@ def _run_now(emulator, step, signatures, distributed):
 
 def _run_in_graph(emulator, step, signatures, distributed):
     traced = step.traced
-    summaries.check_steps(traced.summaries)
+    writes.check_steps(traced.summaries)
     written = traced.written_variables
     num_replicas = len(signatures)
     num_args = len(traced.arg_specs)
@@ -175,7 +175,9 @@ def _finish_graph_call(traced, results, specs, written, num_replicas):
 def _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed):
     """Embed a host call that compiles ``fn`` for the sizes it receives (cached by the
     emulator per shape), runs it and returns every variable's new value."""
-    outline = emulator._outline(fn, signatures[0])
+    with tracing(emulator):
+        outline = trace_outline(fn, signature=signatures[0],
+                                context=lambda: EmulatedReplicaContext(emulator))
     variables = outline.variables
     keys = {_variable_key(v): i for i, v in enumerate(variables)}
     num_replicas, num_args = len(signatures), len(outline.arg_specs)
@@ -232,7 +234,7 @@ def _write_summaries(traced, replica_outputs):
         return []
     values = replica_outputs[len(replica_outputs) - 2 * len(traced.summaries):]
     pairs = [(values[2 * i], values[2 * i + 1]) for i in range(len(traced.summaries))]
-    return summaries.write(traced.summaries, pairs)
+    return writes.write(traced.summaries, pairs)
 
 
 def _graph_name(name):

@@ -34,9 +34,9 @@ from typing import Optional
 
 from spatial_tf import table
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
-from spatial_tf.emulator import compile_cache
-from spatial_tf.emulator.errors import CompileError
-from spatial_tf.emulator.executable import with_peak
+from spatial_tf.emulator.compile import compile_cache
+from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.compile.executable import with_peak
 from spatial_tf.tpu_generations import Generation, generation
 
 __all__ = ["TpuTarget", "tpu_target", "TpuProgram", "compile_for_tpu", "libtpu_version",
@@ -303,7 +303,7 @@ def _program(result, target, num_partitions, version, cached):
 
 
 def _run_worker(program, request, name, target, timeout, progress):
-    from spatial_tf.emulator import _xla_tpu
+    from spatial_tf.emulator.compile import _xla_tpu
 
     with tempfile.TemporaryDirectory(prefix="spatial_tf_tpu_") as folder:
         with open(os.path.join(folder, "program.pb"), "wb") as f:
@@ -312,7 +312,7 @@ def _run_worker(program, request, name, target, timeout, progress):
             json.dump(request, f)
         env = {**os.environ, **_xla_tpu.ENVIRONMENT}
         log = open(os.path.join(folder, "worker.log"), "w+b")
-        command = [sys.executable, "-m", "spatial_tf.emulator._xla_tpu", folder]
+        command = [sys.executable, "-m", "spatial_tf.emulator.compile._xla_tpu", folder]
         what = (f"{name}: compiling for TPU {target.name} ({request['num_partitions']} "
                 f"core(s)) with XLA's TPU compiler")
         with log, _Progress(what, progress) as shown:

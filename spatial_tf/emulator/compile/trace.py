@@ -23,8 +23,9 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
-from spatial_tf.emulator import errors, host_ops, summaries, summary_graph
-from spatial_tf.emulator.handles import HandleVariable, is_variable
+from spatial_tf.emulator.compile import errors, host_ops
+from spatial_tf.emulator.summaries import graph, writes
+from spatial_tf.emulator.compile.handles import HandleVariable, is_variable
 from spatial_tf.spec.paths import flatten_with_paths
 
 __all__ = ["Outline", "Traced", "CallSignature", "outline", "trace", "function_name", "leaf_paths"]
@@ -140,8 +141,8 @@ class Outline:
       captures: what follows them: ``tf.Variable`` s and constant ``np.ndarray`` s.
       output_specs: the function's tensor outputs, then the results the host reads to
         write its summaries.
-      summaries: those results, in pairs (``summaries.ResultPair``): the last
-        ``2 * len(summaries)`` outputs; ``summaries.write`` writes the step's
+      summaries: those results, in pairs (``writes.ResultPair``): the last
+        ``2 * len(summaries)`` outputs; ``writes.write`` writes the step's
         ``tf.summary`` calls from them. Empty for a step without summaries.
       graph: the traced ``FuncGraph``; its ops keep the Python line that made them.
     """
@@ -150,7 +151,7 @@ class Outline:
         self.name = name
         self.signature = signature
         self.arg_specs = signature.specs
-        self.summaries = summaries.pairs(cut) if cut is not None else ()
+        self.summaries = writes.pairs(cut) if cut is not None else ()
         self.structured_outputs = concrete.structured_outputs
         for path, leaf in zip(leaf_paths(self.structured_outputs, "outputs"),
                               tf.nest.flatten(self.structured_outputs), strict=True):
@@ -311,21 +312,21 @@ def outline(fn, args=(), kwargs=None, *, signature=None, context=None):
 def _graph(fn, signature, context):
     """``fn`` wrapped as the program's function and traced for ``signature``:
     ``(name, jit_function, concrete_function, cut)``, where ``cut`` is the
-    ``summary_parts.Split`` of its ``tf.summary`` calls, None if it makes none."""
+    ``parts.Split`` of its ``tf.summary`` calls, None if it makes none."""
     name = function_name(fn)
     python_fn = getattr(fn, "python_function", fn)
 
     def step(*tensors):
         call_args, call_kwargs = signature.bind(tensors)
         with context() if context is not None else contextlib.nullcontext(), \
-                summaries.default_writer():
+                writes.default_writer():
             return python_fn(*call_args, **call_kwargs)
 
     step.__name__ = getattr(python_fn, "__name__", "step").replace("<", "").replace(">", "")
     jit = tf.function(step, jit_compile=True)
     concrete = jit.get_concrete_function(*signature.specs)
-    cut = summary_graph.split(concrete.graph, concrete.outputs,
-                              summaries.tracing_writer_handle, summaries.HOST_STEP,
+    cut = graph.split(concrete.graph, concrete.outputs,
+                              writes.tracing_writer_handle, writes.HOST_STEP,
                               arguments=len(signature.specs), name=name)
     return name, jit, concrete, cut
 

@@ -9,6 +9,7 @@
 """
 import dataclasses
 import re
+from typing import Dict
 
 __all__ = ["Collective", "collectives", "shape_bytes", "dims", "tuple_elements", "KINDS",
            "GATHER_KINDS", "element_bytes", "arrays", "INSTRUCTION"]
@@ -157,7 +158,8 @@ def _async_called(lines):
             calls = _CALLS.search(line)
             if calls:
                 called.add(calls.group(1))
-    kinds, current = {}, None
+    kinds: Dict[str, str] = {}
+    current = None
     for line in lines:
         current = _header(line) or current
         m = INSTRUCTION.match(line)
@@ -188,7 +190,7 @@ def collectives(hlo_text):
         current = _header(line) or current
         m = INSTRUCTION.match(line)
         own = _OP_NAME.search(line) if m else None
-        if own:
+        if m and own:
             named[m.group("name")] = own.group(1)
         if not m or current in wrapped:  # a wrapped collective counts at its async-start
             continue

@@ -30,10 +30,10 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context, logs
-from spatial_tf.emulator import replicas
-from spatial_tf.emulator.errors import CompileError
-from spatial_tf.emulator.report import display_name
-from spatial_tf.emulator.trace import CallSignature
+from spatial_tf.emulator.compile import replicas
+from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.diagnose.report import display_name
+from spatial_tf.emulator.compile.trace import CallSignature
 from spatial_tf.table import format_table
 
 __all__ = ["compare", "Comparison", "Difference", "ParityError", "TOLERANCES"]

@@ -14,7 +14,7 @@ entropy, the split that keeps a reshape contiguous, or the general advice.
 from typing import List, Optional, Sequence
 
 from spatial_tf import layer_kinds
-from spatial_tf.emulator import op_source
+from spatial_tf.emulator.diagnose import op_source
 
 __all__ = ["explain", "merged_axes", "contiguous_spec", "is_kernel_piece"]
 

@@ -10,12 +10,12 @@ gathered (all-gather / all-to-all): the places where the split does not survive.
 """
 import collections
 import dataclasses
-from typing import Optional
+from typing import Any, Dict, List, Optional
 
 from spatial_tf import logs
-from spatial_tf.emulator import op_source, remedies
-from spatial_tf.emulator.executable import MEMORY_KINDS
-from spatial_tf.emulator.hlo_text import GATHER_KINDS, KINDS, dims
+from spatial_tf.emulator.diagnose import op_source, remedies
+from spatial_tf.emulator.compile.executable import MEMORY_KINDS
+from spatial_tf.emulator.diagnose.hlo_text import GATHER_KINDS, KINDS, dims
 from spatial_tf.table import format_bytes, format_table
 
 __all__ = ["Report", "build_report", "display_name", "GATHER_KINDS"]
@@ -55,7 +55,7 @@ class Report:
 
     def by_kind(self):
         """``{kind: {"count": n, "bytes": total, "largest": bytes}}`` over collectives."""
-        out = {}
+        out: Dict[str, Any] = {}
         for c in self.collectives:
             row = out.setdefault(c.kind, {"count": 0, "bytes": 0, "largest": 0})
             row["count"] += 1
@@ -215,7 +215,7 @@ def _gather_warnings(found, threshold, traced, num_cores):
         return []
     graph = traced.graph
     variables = [v.shape.as_list() for v in traced.variables if v.shape.rank is not None]
-    grouped = collections.OrderedDict()
+    grouped: "collections.OrderedDict[Any, List[Any]]" = collections.OrderedDict()
     for c in found:
         if c.kind in GATHER_KINDS and c.bytes >= threshold:
             grouped.setdefault((c.op_name or "(unnamed op)", c.kind), []).append(c)

@@ -7,13 +7,14 @@ replicas, and ``call_for_each_replica`` running the step emulated.
 """
 import tensorflow as tf
 
-from spatial_tf.emulator import _distribute, datasets, hosts, replica
+from spatial_tf.emulator.compile import runner
+from spatial_tf.emulator.distribute import datasets, hosts, pieces, replica
 
 __all__ = ["EmulatorExtended"]
 
 
-@_distribute.checked_hooks
-class EmulatorExtended(_distribute.OneDeviceExtended):
+@pieces.checked_hooks
+class EmulatorExtended(pieces.OneDeviceExtended):
     """The ``extended`` object of an ``Emulator`` with ``num_replicas`` replicas."""
 
     def __init__(self, container_strategy, host_layout):
@@ -26,50 +27,50 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
     # ------------------------------------------------------------ replicas
 
     @property
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _num_replicas_in_sync(self):
         return self._num_replicas
 
     @property
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def worker_devices(self):
         return (self._device,) * self._num_replicas
 
     @property
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _support_per_replica_values(self):
         return self._num_replicas > 1
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _call_for_each_replica(self, fn, args, kwargs):
-        return self._container_strategy()._run_emulated(fn, args, kwargs)
+        return runner.run(self._container_strategy(), fn, args or (), kwargs)
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _local_results(self, value):
-        if isinstance(value, _distribute.PerReplica):
+        if isinstance(value, pieces.PerReplica):
             return value.values
         return (value,)
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _reduce_to(self, reduce_op, value, destinations, options):
         if replica.in_program():
             return replica.all_reduce(reduce_op, value, self._num_replicas)
-        if isinstance(value, _distribute.PerReplica):
+        if isinstance(value, pieces.PerReplica):
             total = tf.add_n(list(value.values))
             if reduce_op == tf.distribute.ReduceOp.MEAN:
                 total = total / tf.cast(len(value.values), total.dtype)
             return total
-        return _distribute.reduce_non_distributed_value(
+        return pieces.reduce_non_distributed_value(
             reduce_op, value, destinations, self._num_replicas
         )
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _gather_to_implementation(self, value, destinations, axis, options):
-        if isinstance(value, _distribute.PerReplica):
+        if isinstance(value, pieces.PerReplica):
             return tf.concat(list(value.values), axis=axis)
         return value
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _experimental_distribute_values_from_function(self, value_fn):
         results = [
             value_fn(tf.distribute.experimental.ValueContext(r, self._num_replicas))
@@ -77,19 +78,19 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
         ]
         if self._num_replicas == 1:
             return results[0]
-        return tf.nest.map_structure(lambda *v: _distribute.PerReplica(v), *results)
+        return tf.nest.map_structure(lambda *v: pieces.PerReplica(v), *results)
 
     # ------------------------------------------------------------ input
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _input_workers_with_options(self, options=None):
         # one input worker per emulated host, feeding its replicas in order (TPUStrategy
         # builds one per TPU host from its device assignment); all run on this host's CPU
-        return _distribute.InputWorkers(
+        return pieces.InputWorkers(
             [(self._input_device, (self._device,) * n)
              for n in self._host_layout.replicas_per_pipeline])
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _experimental_distribute_dataset(self, dataset, options):
         if not isinstance(dataset, tf.data.Dataset):
             raise TypeError(
@@ -97,12 +98,12 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
                 f"expected a tf.data.Dataset yielding global batches."
             )
         datasets.check_global_batch(dataset.element_spec, self._num_replicas)
-        return _distribute.get_distributed_dataset(
+        return pieces.get_distributed_dataset(
             dataset, self._input_workers_with_options(options), self._container_strategy(),
             num_replicas_in_sync=self._num_replicas, options=options,
         )
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _distribute_datasets_from_function(self, dataset_fn, options):
         contexts = [
             tf.distribute.InputContext(num_input_pipelines=self._num_hosts, input_pipeline_id=h,
@@ -124,7 +125,7 @@ class EmulatorExtended(_distribute.OneDeviceExtended):
             hosts.check_host_specs(specs)  # before any step runs
             return dataset
 
-        return _distribute.get_distributed_datasets_from_function(
+        return pieces.get_distributed_datasets_from_function(
             checked_dataset_fn, self._input_workers_with_options(options), contexts,
             self._container_strategy(), options=options,
         )

@@ -19,7 +19,8 @@ import threading
 
 import tensorflow as tf
 
-from spatial_tf.emulator import _distribute
+from spatial_tf import context, logs
+from spatial_tf.emulator.distribute import pieces
 
 __all__ = ["EmulatedReplicaContext", "in_program", "all_reduce"]
 
@@ -43,21 +44,29 @@ def tracing_program():
         _state.depth -= 1
 
 
-@_distribute.checked_hooks
-class EmulatedReplicaContext(_distribute.ReplicaContext):
+@contextlib.contextmanager
+def tracing(emulator):
+    """Around tracing a step for ``emulator``: its scope and replica context, no TF logs."""
+    with context.logical_device_scope(emulator), emulator.scope(), tracing_program(), \
+            logs.quiet():
+        yield
+
+
+@pieces.checked_hooks
+class EmulatedReplicaContext(pieces.ReplicaContext):
     """``tf.distribute.ReplicaContext`` of one emulated replica (see module doc)."""
 
     def __init__(self, strategy):
         replicas = strategy.num_replicas_in_sync
-        replica_id = 0 if replicas == 1 else _distribute.xla_replica_id()
+        replica_id = 0 if replicas == 1 else pieces.xla_replica_id()
         super().__init__(strategy, replica_id_in_sync_group=replica_id)
 
     @property
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def devices(self):
         return (self._strategy.extended.worker_devices[0],)
 
-    @_distribute.tf_hook
+    @pieces.tf_hook
     def _merge_call(self, merge_fn, args, kwargs):
         try:
             return super()._merge_call(merge_fn, args, kwargs)

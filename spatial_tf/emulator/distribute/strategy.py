@@ -26,24 +26,32 @@ Inside ``@tf.function def train_step(it): return emulator.run(step_fn, args=(nex
 the step is compiled while ``train_step`` is traced and runs as one host call per step.
 """
 import collections
-import contextlib
+import functools
 import logging
 import time
 import warnings
 import weakref
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Mapping, Optional,
+                    Sequence, Tuple, Union)
 
 import numpy as np
 import tensorflow as tf
 
-from spatial_tf import context, logs
+from spatial_tf import context
 from spatial_tf.checks import CORE_COUNTS, check_int
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.emulator import _distribute, _xla, hosts, on_read, runner
-from spatial_tf.emulator.compiled import CompiledStep, Lowered
-from spatial_tf.emulator.extended import EmulatorExtended
-from spatial_tf.emulator.replica import EmulatedReplicaContext, tracing_program
-from spatial_tf.emulator.trace import CallSignature, outline, trace
+from spatial_tf.emulator.distribute import pieces, hosts, on_read
+from spatial_tf.emulator.compile import _xla, runner
+from spatial_tf.emulator.compile.compiled import CompiledStep, Lowered
+from spatial_tf.emulator.distribute.extended import EmulatorExtended
+from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext, tracing
+from spatial_tf.emulator.compile.trace import CallSignature, trace
 from spatial_tf.spec import Replicate, check_num_cores_per_replica, validate
+
+if TYPE_CHECKING:  # annotations only: these modules import this one's neighbours
+    from spatial_tf.emulator.compile.compiled import TpuCompiledStep
+    from spatial_tf.emulator.diagnose.parity import Comparison
+    from spatial_tf.emulator.diagnose.report import Report
 
 __all__ = ["Emulator", "UnsplitStepWarning"]
 
@@ -92,14 +100,6 @@ def _host_layout(cores, num_replicas, num_hosts, topology):
     return hosts.even_layout(num_replicas, num_hosts)
 
 
-@contextlib.contextmanager
-def _tracing(emulator):
-    """Around tracing a step: the emulator's scope and replica context, no TF logs."""
-    with context.logical_device_scope(emulator), emulator.scope(), tracing_program(), \
-            logs.quiet():
-        yield
-
-
 class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
     """``TPUStrategy`` on virtual CPU devices, partitioned by XLA's SPMD partitioner.
 
@@ -138,8 +138,10 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         a ``target`` without libtpu installed.
     """
 
-    def __init__(self, num_cores_per_replica=8, num_replicas=None, *, num_hosts=None,
-                 topology=None, compiler_options=None, target=None):
+    def __init__(self, num_cores_per_replica: int = 8, num_replicas: Optional[int] = None, *,
+                 num_hosts: Optional[int] = None, topology: Any = None,
+                 compiler_options: Optional[Dict[str, Any]] = None,
+                 target: Optional[str] = None) -> None:
         self.num_cores_per_replica = check_num_cores_per_replica(num_cores_per_replica)
         self.target = _checked_target(target, self.num_cores_per_replica)
         self.host_layout = _host_layout(self.num_cores_per_replica, num_replicas, num_hosts,
@@ -155,12 +157,12 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         self.compiler_options = dict(compiler_options or {})
         self.devices = _xla.cpu_devices(self.num_replicas * self.num_cores_per_replica)
         super().__init__(EmulatorExtended(self, self.host_layout))
-        self._steps = collections.OrderedDict()
-        self._warned = set()
+        self._steps: "collections.OrderedDict[Any, Lowered]" = collections.OrderedDict()
+        self._warned: set = set()
         # each replica's value of the ON_READ variables (Keras metrics), see on_read.py
         self.replica_values = on_read.ReplicaValues(self.num_replicas)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"Emulator(num_cores_per_replica={self.num_cores_per_replica}, "
             f"num_replicas={self.num_replicas}"
@@ -171,13 +173,14 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         )
 
     @property
-    def num_devices(self):
+    def num_devices(self) -> int:
         """Virtual CPU devices the programs run on: replicas x cores per replica."""
         return self.num_replicas * self.num_cores_per_replica
 
     # ------------------------------------------------------------ running steps
 
-    def run(self, fn, args=(), kwargs=None, options=None):
+    def run(self, fn: Callable, args: Sequence = (), kwargs: Optional[Mapping[str, Any]] = None,
+            options: Any = None) -> Any:
         """Run ``fn(*args, **kwargs)`` on every replica, partitioned; return its outputs.
 
         Per-replica values among the arguments give each replica its own component;
@@ -190,14 +193,12 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         """
         self._ignored(options, "run(options=...)")
         with self.scope():
-            return self._run_emulated(fn, args, kwargs)
+            return runner.run(self, fn, args or (), kwargs)
 
-    def _run_emulated(self, fn, args, kwargs):
-        return runner.run(self, fn, args or (), kwargs)
-
-    def lower(self, fn, args=(), kwargs=None, *, signature=None) -> Lowered:
+    def lower(self, fn: Callable, args: Sequence = (), kwargs: Optional[Mapping[str, Any]] = None,
+              *, signature: Optional[CallSignature] = None) -> Lowered:
         """Trace ``fn`` for these (one replica's) arguments into an XLA program; see
-        ``spatial_tf.emulator.compiled``. ``.compile()`` on the result compiles it.
+        ``spatial_tf.emulator.compile.compiled``. ``.compile()`` on the result compiles it.
 
         Lowered steps are cached per function and argument signature (the cache holds
         no reference to the function; the last 64 are kept), and so are their compiles;
@@ -210,7 +211,7 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         lowered = self._steps.get(key)
         if lowered is None:
             start = time.perf_counter()
-            with _tracing(self):
+            with tracing(self):
                 traced = trace(fn, signature=signature,
                                context=lambda: EmulatedReplicaContext(self))
             lowered = Lowered(self, traced, time.perf_counter() - start)
@@ -221,7 +222,10 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         self._steps.move_to_end(key)
         return lowered
 
-    def compile(self, fn, args=(), kwargs=None, *, signature=None, target=None):
+    def compile(self, fn: Callable, args: Sequence = (),
+                kwargs: Optional[Mapping[str, Any]] = None, *,
+                signature: Optional[CallSignature] = None,
+                target: Optional[str] = None) -> Union[CompiledStep, "TpuCompiledStep"]:
         """``lower(fn, args, kwargs).compile(target)``: the step partitioned and compiled,
         not run.
 
@@ -239,9 +243,8 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         if self.num_cores_per_replica == 1 or _has_sharding(traced.module):
             return
         name = _step_name(fn, traced.name)
-        if ("unsplit", name) in self._warned:
+        if not self.first_warning(("unsplit", name)):
             return
-        self._warned.add(("unsplit", name))
         warnings.warn(
             f"spatial_tf.Emulator: the step {name} has no split in it, so each of the "
             f"{self.num_cores_per_replica} cores of a replica computes all of it (no memory "
@@ -250,14 +253,8 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
             f"spatial_tf.split(features, spec) at the start of the step.",
             UnsplitStepWarning, stacklevel=2)
 
-    def _outline(self, fn, signature):
-        """``fn``'s ``Outline`` for ``signature`` (sizes may be unknown), traced in the
-        same context as ``compile`` traces it."""
-        with _tracing(self):
-            return outline(fn, signature=signature, context=lambda: EmulatedReplicaContext(self))
-
     @property
-    def compiled_steps(self):
+    def compiled_steps(self) -> Tuple[CompiledStep, ...]:
         """The steps compiled so far (``CompiledStep`` s), least recently used first.
 
         Each has ``traced`` (``traced.name`` is the step function's), ``program``
@@ -279,7 +276,8 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
 
     # ------------------------------------------------------------ results
 
-    def reduce(self, reduce_op, value, axis=None):
+    def reduce(self, reduce_op: Union[str, tf.distribute.ReduceOp], value: Any,
+               axis: Optional[int] = None) -> Any:
         """Combine per-replica results: ``SUM`` or ``MEAN`` over replicas, and along
         ``axis`` of each result first if given, as ``TPUStrategy.reduce`` does."""
         op = _reduce_op(reduce_op)
@@ -295,7 +293,8 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
 
     # ------------------------------------------------------------ logical devices
 
-    def experimental_split_to_logical_devices(self, tensor, partition_dimensions):
+    def experimental_split_to_logical_devices(self, tensor: tf.Tensor,
+                                              partition_dimensions: Sequence[int]) -> tf.Tensor:
         """Annotate ``tensor`` to be split ``partition_dimensions`` ways (product = cores)."""
         dims = list(partition_dimensions)
         product = int(np.prod(dims)) if dims else 1
@@ -313,11 +312,12 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         leaf = validate(tensor, dims, self.num_cores_per_replica)
         return annotate_tensor(tensor, leaf, self.num_cores_per_replica)
 
-    def experimental_replicate_to_logical_devices(self, tensor):
+    def experimental_replicate_to_logical_devices(self, tensor: tf.Tensor) -> tf.Tensor:
         """Annotate ``tensor`` to be held whole by every core of the replica."""
         return annotate_tensor(tensor, Replicate(), self.num_cores_per_replica)
 
-    def experimental_assign_to_logical_device(self, tensor, logical_device_id):
+    def experimental_assign_to_logical_device(self, tensor: tf.Tensor,
+                                              logical_device_id: int) -> tf.Tensor:
         """Refused, as ``TPUStrategy`` refuses it in SPMD mode (see docs/emulator.md)."""
         raise ValueError(
             f"experimental_assign_to_logical_device(..., {logical_device_id!r}): "
@@ -329,7 +329,9 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
 
     # ------------------------------------------------------------ inspection
 
-    def report(self, fn, args=(), kwargs=None, *, gather_threshold_bytes=None, target=None):
+    def report(self, fn: Callable, args: Sequence = (), kwargs: Optional[Mapping[str, Any]] = None,
+               *, gather_threshold_bytes: Optional[int] = None,
+               target: Optional[str] = None) -> "Report":
         """Per-core memory and communication of the partitioned step; see ``Report``.
 
         ``args`` are one replica's arguments. Gathered tensors of at least
@@ -344,21 +346,31 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         on_tpu = lowered.compile(target) if target is not None else None
         return lowered.compile().report(gather_threshold_bytes, on_tpu=on_tpu)
 
-    def compare(self, fn, args=(), kwargs=None, *, reference="unpartitioned",
-                tolerances=None, raise_on_mismatch=False):
+    def compare(self, fn: Callable, args: Sequence = (),
+                kwargs: Optional[Mapping[str, Any]] = None, *, reference: str = "unpartitioned",
+                tolerances: Optional[Mapping[str, float]] = None,
+                raise_on_mismatch: bool = False) -> "Comparison":
         """Run partitioned and as ``reference`` (``"unpartitioned"`` XLA or
         ``"tensorflow"``) from the same variable values and compare every output and
         variable update; variables are left unchanged. See ``parity.compare``.
         """
-        from spatial_tf.emulator.parity import compare
+        from spatial_tf.emulator.diagnose.parity import compare
 
         return compare(self, fn, args, kwargs, reference=reference, tolerances=tolerances,
                        raise_on_mismatch=raise_on_mismatch)
 
+    def first_warning(self, key: Hashable, condition: Callable[[], bool] = lambda: True) -> bool:
+        """True the first time ``key`` is asked for while ``condition()`` holds: a warning
+        given once per emulator (``("unsplit", step name)``, an ignored option, ...).
+        ``condition`` is not called again once the warning was given."""
+        if key in self._warned or not condition():
+            return False
+        self._warned.add(key)
+        return True
+
     def _ignored(self, value, what):
-        if value is None or what in self._warned:
+        if value is None or not self.first_warning(what):
             return
-        self._warned.add(what)
         _log.warning(
             "spatial_tf.Emulator: %s=%r has no effect on the CPU emulator and is ignored.",
             what, value,
@@ -370,7 +382,7 @@ def _checked_target(target, cores):
     anything long runs."""
     if target is None:
         return None
-    from spatial_tf.emulator.tpu_compile import check_compiler, tpu_target
+    from spatial_tf.emulator.compile.tpu_compile import check_compiler, tpu_target
 
     checked = tpu_target(target)
     check_compiler("Emulator", checked)
@@ -394,13 +406,14 @@ class _FunctionKey:
     def __init__(self, fn):
         parts = (fn.__self__, fn.__func__) if hasattr(fn, "__self__") and hasattr(fn, "__func__") else (fn,)
         self._ids = tuple(id(p) for p in parts)
-        self._refs, self._strong = [], []
+        self._refs: List[Callable[[], Any]] = []
+        self._strong: List[Any] = []
         for p in parts:
             try:
                 self._refs.append(weakref.ref(p))
             except TypeError:  # not weakly referenceable: kept, the cache is bounded
                 self._strong.append(p)
-                self._refs.append(lambda p=p: p)
+                self._refs.append(functools.partial(_same, p))
 
     def _alive(self):
         return all(r() is not None for r in self._refs)
@@ -412,6 +425,10 @@ class _FunctionKey:
         return (isinstance(other, _FunctionKey) and self._ids == other._ids
                 and self._alive() and other._alive()
                 and all(a() is b() for a, b in zip(self._refs, other._refs)))
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 _KERAS_STEPS = {"Trainer.train_step": "Model.train_step, run by Keras' fit",
@@ -458,8 +475,8 @@ def _product_hints(dims, product, cores, tensor):
 
 
 def _map_local(strategy, value, fn):
-    if isinstance(value, _distribute.PerReplica):
-        return _distribute.PerReplica(tuple(fn(v) for v in value.values))
+    if isinstance(value, pieces.PerReplica):
+        return pieces.PerReplica(tuple(fn(v) for v in value.values))
     return fn(value)
 
 

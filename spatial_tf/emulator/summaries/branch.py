@@ -26,7 +26,7 @@ variables it read (read in the program, where the cond stood) instead of the var
 import numpy as np
 import tensorflow as tf
 
-from spatial_tf.emulator.summary_parts import node_name
+from spatial_tf.emulator.summaries.parts import node_name
 
 __all__ = ["host_branch", "empty_branch", "function_def", "const_value"]
 

@@ -1,12 +1,12 @@
 """A traced step's ``tf.summary`` writes cut out of its graph: a device and a host part.
 
-The step is traced with a summary writer made default (``summaries.default_writer``), so
+The step is traced with a summary writer made default (``writes.default_writer``), so
 ``tf.summary.write`` builds TensorFlow's own ops in the graph: a ``WriteSummary``, or,
 when whether to record is decided at run time (``tf.summary.record_if`` with a tensor,
 or a replica context's "replica 0 only"), an ``If`` whose true branch holds it; and a
 ``FlushSummaryWriter`` where a writer made default inside the step is left. ``split``
 finds those ops by type in the graph's ``GraphDef`` and returns a
-``summary_parts.Split``:
+``parts.Split``:
 
 - the device part: the graph with each write and flush replaced by a ``NoOp`` of the
   same name (a cond by ``Identity(condition)``, after reading the variables its branch
@@ -18,7 +18,7 @@ finds those ops by type in the graph's ``GraphDef`` and returns a
 Ops keep their names, so messages about the program's ops point at the step's lines.
 
 >>> import tensorflow as tf
->>> from spatial_tf.emulator.summary_parts import handle
+>>> from spatial_tf.emulator.summaries.parts import handle
 >>> writer = tf.summary.create_file_writer("ram://summary_graph_doctest")
 >>> def step(x):
 ...     with writer.as_default(step=3):
@@ -32,12 +32,14 @@ Ops keep their names, so messages about the program's ops point at the step's li
 >>> [t.numpy().tolist() for t in program(tf.ones([2]))]  # x * 2, then the value and step
 [[2.0, 2.0], 2.0, 3]
 """
+from typing import Any, List
+
 import tensorflow as tf
 
-from spatial_tf.emulator.errors import CompileError
-from spatial_tf.emulator.handles import HandleVariable
-from spatial_tf.emulator.summary_branch import empty_branch, host_branch
-from spatial_tf.emulator.summary_parts import INPUT, Split, Write, inputs_used, node_name
+from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.compile.handles import HandleVariable
+from spatial_tf.emulator.summaries.branch import empty_branch, host_branch
+from spatial_tf.emulator.summaries.parts import INPUT, Split, Write, inputs_used, node_name
 
 __all__ = ["split", "SUMMARY_OPS"]
 
@@ -141,7 +143,8 @@ class _Cut:
         self.extra = []  # device nodes added (variables a cond's branch read)
         self.transfers, self._transfer_index = [], {}
         self.host_nodes, self.host_functions = {}, {}
-        self.fetches, self.writes = [], []
+        self.fetches: List[Any] = []
+        self.writes: List[Any] = []
         self._read_specs = {}
         flushed = []
         for op in graph.get_operations():

@@ -6,7 +6,7 @@ replacing anything in TensorFlow: while a step is traced, ``default_writer`` mak
 summary writer of its own default (``writer.as_default()``, its events kept in memory
 and never written), so ``tf.summary.write`` (which ``tf.summary.scalar``, ``histogram``,
 ``image`` and ``text`` call) builds its real ops in the step's graph.
-``summary_graph.split`` cuts them out of the program XLA compiles and makes their
+``graph.split`` cuts them out of the program XLA compiles and makes their
 numeric inputs extra results of the program; after the step ran, ``write`` computes the
 rest on the host (PNG encoding, strings, a cond's branch) from replica 0's values and
 writes with the summary writer that was default at the call: one the step itself made
@@ -31,7 +31,7 @@ from typing import Any, List
 
 import tensorflow as tf
 
-from spatial_tf.emulator import summary_parts
+from spatial_tf.emulator.summaries import parts
 
 __all__ = ["HOST_STEP", "ResultPair", "default_writer", "tracing_writer_handle", "pairs",
            "write"]
@@ -57,7 +57,7 @@ def tracing_writer_handle():
     with _lock:
         if _tracing_writer[1] is None:
             with tf.init_scope():
-                _tracing_writer[1] = summary_parts.handle(writer)
+                _tracing_writer[1] = parts.handle(writer)
         return _tracing_writer[1]
 
 
@@ -77,7 +77,7 @@ def default_writer():
 
 
 class _HostWrites:
-    """Writes one traced step's summaries from its transfers (``summary_parts.Split``)."""
+    """Writes one traced step's summaries from its transfers (``parts.Split``)."""
 
     def __init__(self, cut):
         self.cut = cut
@@ -105,7 +105,7 @@ class ResultPair:
 
 
 def pairs(cut):
-    """The ``ResultPair`` s of a ``summary_parts.Split``: its transfers, two at a time."""
+    """The ``ResultPair`` s of a ``parts.Split``: its transfers, two at a time."""
     host = _HostWrites(cut)
     return tuple(ResultPair(host, i) for i in range(len(cut.transfers) // 2))
 

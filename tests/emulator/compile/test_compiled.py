@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.compiled import CompiledStep, Lowered
+from spatial_tf.emulator.compile.compiled import CompiledStep, Lowered
 
 pytestmark = pytest.mark.emulator
 
@@ -74,7 +74,7 @@ def test_report_comes_from_the_same_compile():
 
 
 def test_the_planner_compiles_through_the_same_path():
-    from spatial_tf.emulator.trace import CallSignature
+    from spatial_tf.emulator.compile.trace import CallSignature
     from spatial_tf.planning.compile import compile_candidate
 
     emulator = spatial_tf.Emulator(2)

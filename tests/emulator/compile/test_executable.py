@@ -3,10 +3,10 @@ import pytest
 import tensorflow as tf
 
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.emulator import _xla
-from spatial_tf.emulator.errors import CompileError
-from spatial_tf.emulator.executable import Program, compile_error
-from spatial_tf.emulator.trace import trace
+from spatial_tf.emulator.compile import _xla
+from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.compile.executable import Program, compile_error
+from spatial_tf.emulator.compile.trace import trace
 from spatial_tf.spec import Tile
 
 

@@ -12,8 +12,9 @@ import tensorflow as tf
 import spatial_tf
 from spatial_tf import planning
 from spatial_tf._tf_internals import hlo_pb2
-from spatial_tf.emulator import Emulator, compile_cache, tpu_compile
-from spatial_tf.emulator.tpu_compile import (TpuCompilerUnavailable, TpuCompileTimeout,
+from spatial_tf.emulator import Emulator
+from spatial_tf.emulator.compile import compile_cache, tpu_compile
+from spatial_tf.emulator.compile.tpu_compile import (TpuCompilerUnavailable, TpuCompileTimeout,
                                              compile_for_tpu, tpu_target)
 
 needs_libtpu = pytest.mark.skipif(
@@ -252,12 +253,12 @@ def test_the_worker_reports_a_compiler_that_cannot_start(tmp_path):
     import subprocess
     import sys
 
-    from spatial_tf.emulator import _xla_tpu
+    from spatial_tf.emulator.compile import _xla_tpu
 
     (tmp_path / "program.pb").write_bytes(b"")
     (tmp_path / "request.json").write_text(json.dumps(
         {"topology": "v99:1x1", "num_partitions": 1, "free_in": [], "propagate_out": False}))
-    done = subprocess.run([sys.executable, "-m", "spatial_tf.emulator._xla_tpu",
+    done = subprocess.run([sys.executable, "-m", "spatial_tf.emulator.compile._xla_tpu",
                            str(tmp_path)], env={**os.environ, **_xla_tpu.ENVIRONMENT},
                           capture_output=True, timeout=120)
     assert done.returncode == 0

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from spatial_tf.emulator.trace import CallSignature, leaf_paths, trace
+from spatial_tf.emulator.compile.trace import CallSignature, leaf_paths, trace
 
 Pair = collections.namedtuple("Pair", "image label")
 

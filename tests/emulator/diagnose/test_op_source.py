@@ -10,7 +10,8 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf import frames
-from spatial_tf.emulator import Emulator, op_source
+from spatial_tf.emulator import Emulator
+from spatial_tf.emulator.diagnose import op_source
 
 HERE = os.path.abspath(__file__)
 PACKAGE = os.path.dirname(os.path.abspath(spatial_tf.__file__))

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.parity import ParityError, difference
+from spatial_tf.emulator.diagnose.parity import ParityError, difference
 
 
 def test_difference_is_normwise_and_locates_the_worst_element():

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator import op_source, remedies
+from spatial_tf.emulator.diagnose import op_source, remedies
 
 
 @pytest.mark.parametrize("before, after, axes", [

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator import strategy as strategy_module
+from spatial_tf.emulator.distribute import strategy as strategy_module
 
 
 def test_it_is_the_current_strategy_inside_its_scope(emulators):

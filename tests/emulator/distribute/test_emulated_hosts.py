@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.hosts import IdenticalHostInputWarning
+from spatial_tf.emulator.distribute.hosts import IdenticalHostInputWarning
 
 pytestmark = pytest.mark.emulator
 

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator import on_read
+from spatial_tf.emulator.distribute import on_read
 
 pytestmark = pytest.mark.emulator
 

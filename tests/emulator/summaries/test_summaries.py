@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.errors import CompileError
-from spatial_tf.emulator.trace import trace
+from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.compile.trace import trace
 
 
 def _events(logdir):
