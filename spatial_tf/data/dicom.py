@@ -1,8 +1,9 @@
 """Read a DICOM series (a directory of 2D slices) as one 3D volume with its affine.
 
 CT and MR scanners export a scan as a folder of DICOM files, one slice each.
-``read_dicom_series`` stacks them into the same layout ``read_volume`` gives a NIfTI file,
-so both can be mixed:
+``read_dicom_series`` stacks them into the layout nibabel gives a NIfTI file as stored
+(``read_volume`` reorders NIfTI volumes to RAS+; ``spatial_tf.data.to_ras(array, affine)``
+does the same to this array), so both can be mixed:
 
 - ``array``: float32 of shape ``(columns, rows, slices)``, axis 0 along a row of the
   image (DICOM's column index), axis 1 down its columns (the row index), axis 2 along the
@@ -314,8 +315,8 @@ def read_dicom_series(directory: Union[str, os.PathLike], *,
                       series_uid: Optional[str] = None) -> DicomVolume:
     """The DICOM series in ``directory`` as a ``DicomVolume``: the slices stacked along the
     slice normal into ``array`` (float32, ``(columns, rows, slices)``, rescaled, e.g. to
-    Hounsfield units) with its RAS+ ``affine`` and ``spacing``, laid out as ``read_volume``
-    lays out a NIfTI file (see the module docstring). ``series_uid`` picks one series of a
+    Hounsfield units) with its RAS+ ``affine`` and ``spacing``, laid out as nibabel lays
+    out a NIfTI file as stored (see the module docstring). ``series_uid`` picks one series of a
     folder that holds several.
 
     Raises:

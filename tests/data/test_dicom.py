@@ -145,13 +145,15 @@ def test_each_slice_keeps_its_own_rescale(tmp_path):
 
 def test_a_volume_saved_as_nifti_reads_back_with_its_spacing(tmp_path):
     nib = pytest.importorskip("nibabel")
-    from spatial_tf.data import read_volume, voxel_spacing
+    from spatial_tf.data import from_ras, read_volume, to_ras, voxel_spacing
 
     write_series(tmp_path / "series", origin=(-100, -120, 30))
     volume = read_dicom_series(tmp_path / "series")
     path = tmp_path / "scan.nii.gz"
     nib.save(nib.Nifti1Image(volume.array, volume.affine), path)
-    np.testing.assert_array_equal(read_volume(path), volume.array)
+    # read in RAS+ order; from_ras gives the series' own layout back
+    np.testing.assert_array_equal(read_volume(path), to_ras(volume.array, volume.affine))
+    np.testing.assert_array_equal(from_ras(read_volume(path), volume.affine), volume.array)
     np.testing.assert_allclose(nib.load(path).affine, volume.affine, atol=1e-6)
     np.testing.assert_allclose(voxel_spacing(path), volume.spacing, rtol=1e-6)
 
