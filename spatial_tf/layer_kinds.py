@@ -63,14 +63,6 @@ class LayerKind:
     remedy: Optional[str] = None
     modules: Tuple[str, ...] = ()
 
-    def __post_init__(self):
-        if self.change not in CHANGES:
-            raise ValueError(f"layer kind {self.name!r}: change={self.change!r}; expected "
-                             f"one of {CHANGES}")
-        if self.remedy is not None and self.remedy not in REMEDIES:
-            raise ValueError(f"layer kind {self.name!r}: remedy={self.remedy!r}; expected "
-                             f"one of {REMEDIES} or None")
-
 
 KINDS: Tuple[LayerKind, ...] = (  # first match wins: subclasses before their bases
     LayerKind("halo convolution", ("HaloConv2D", "HaloConv3D"), "none", _CONV_OPS,
