@@ -19,11 +19,12 @@ import os
 import threading
 import time
 import warnings
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from spatial_tf._tf_internals import TPULayout, record_tpu_layout
+from spatial_tf.context import EmulatedLayout
 from spatial_tf.topology.assignment import (
     check_exactly_one,
     check_vector,
@@ -34,6 +35,7 @@ from spatial_tf.topology.assignment import (
 __all__ = [
     "tpu_strategy",
     "auto",
+    "auto_with_reason",
     "TPUUnavailableError",
     "TPUError",
     "DEFAULT_TIMEOUT_S",
@@ -53,14 +55,16 @@ class TPUUnavailableError(RuntimeError):
     TensorFlow runtime to a remote cluster: TensorFlow then keeps sending work to that
     cluster, so the process cannot fall back to CPU and must be restarted.
     ``can_fall_back`` is False then, and after a timeout (the attempt goes on in the
-    background and may still connect the runtime).
+    background and may still connect the runtime). ``reason`` says what is wrong without
+    the fix, in words that hold for a script and the command line alike.
     """
 
     def __init__(self, message: str, runtime_changed: bool = False,
-                 can_fall_back: Optional[bool] = None) -> None:
+                 can_fall_back: Optional[bool] = None, reason: Optional[str] = None) -> None:
         super().__init__(message)
         self.runtime_changed = runtime_changed
         self.can_fall_back = (not runtime_changed) if can_fall_back is None else can_fall_back
+        self.reason = reason or message.split(" Fix:")[0].rstrip(".")
 
 
 class TPUError(RuntimeError):
@@ -100,7 +104,9 @@ def _resolve_target(tpu):
         "No TPU found: tpu= was not given, TPU_NAME and COLAB_TPU_ADDR are not set and "
         "this machine has no TPU devices (/dev/accel*, /dev/vfio/N). Fix: on a TPU VM "
         "pass tpu='local'; for a pod slice or a remote TPU pass its name; in Colab pick a "
-        "TPU runtime; or use spatial_tf.auto(...) to fall back to the CPU emulator."
+        "TPU runtime; or use spatial_tf.auto(...) to fall back to the CPU emulator.",
+        reason="no TPU found (TPU_NAME and COLAB_TPU_ADDR are not set, no /dev/accel* or "
+               "/dev/vfio/N devices)",
     )
 
 
@@ -272,6 +278,40 @@ def auto(
     may still connect this process to the TPU). The choice and its reason are logged on
     the ``spatial_tf`` logger.
     """
+    strategy, no_tpu = _choose(tpu, computation_shape, num_cores_per_replica, num_replicas,
+                               computation_stride, timeout_s)
+    if no_tpu is not None and isinstance(strategy, EmulatedLayout):
+        log.warning(
+            "spatial_tf.auto: no TPU here (%s), so it returned %r: the same partitioned "
+            "program on virtual CPU devices, for checking results, memory and "
+            "communication (not speed). To run on a TPU: start this on a TPU VM, or pass "
+            "tpu='NAME' (or set TPU_NAME) for a pod slice or remote TPU. To state the "
+            "CPU choice and skip this notice: use spatial_tf.Emulator(...) directly.",
+            str(no_tpu).split(" Fix:")[0].rstrip("."), strategy,
+        )
+    return strategy
+
+
+def auto_with_reason(
+    tpu: Optional[str] = None,
+    *,
+    computation_shape: Optional[Sequence[int]] = None,
+    num_cores_per_replica: Optional[int] = None,
+    num_replicas: Optional[int] = None,
+    computation_stride: Optional[Sequence[int]] = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> Tuple[tf.distribute.Strategy, Optional[TPUUnavailableError]]:
+    """``auto(...)`` without its notice: ``(strategy, None)`` on a TPU, else ``(the CPU
+    emulator or the default strategy, the TPUUnavailableError that said there is no
+    TPU)``, for a caller that tells its users in its own words (its ``reason``).
+    Arguments, fallback and errors as for ``auto``.
+    """
+    return _choose(tpu, computation_shape, num_cores_per_replica, num_replicas,
+                   computation_stride, timeout_s)
+
+
+def _choose(tpu, computation_shape, num_cores_per_replica, num_replicas, computation_stride,
+            timeout_s):
     check_exactly_one(computation_shape, num_cores_per_replica, "auto")
     if computation_shape is not None:
         computation_shape = check_vector(computation_shape, "computation_shape", "auto")
@@ -303,12 +343,12 @@ def auto(
                 runtime_changed=e.runtime_changed,
                 can_fall_back=False,
             ) from e
-        reason = str(e)
+        no_tpu = e
     else:
         log.info("auto: using the TPU.")
-        return strategy
+        return strategy, None
     cores = num_cores_per_replica or math.prod(computation_shape or ())
-    return _local_fallback(cores, num_replicas, computation_stride, reason)
+    return _local_fallback(cores, num_replicas, computation_stride, str(no_tpu)), no_tpu
 
 
 def _local_fallback(cores, num_replicas, computation_stride, reason):
@@ -316,14 +356,6 @@ def _local_fallback(cores, num_replicas, computation_stride, reason):
     if strategy is not None:
         if computation_stride is not None:
             log.warning("auto: computation_stride has no meaning on the CPU emulator; ignored.")
-        log.warning(
-            "spatial_tf.auto: no TPU here (%s), so it returned %r: the same partitioned "
-            "program on virtual CPU devices, for checking results, memory and "
-            "communication (not speed). To run on a TPU: start this on a TPU VM, or pass "
-            "tpu='NAME' (or set TPU_NAME) for a pod slice or remote TPU. To state the "
-            "CPU choice and skip this notice: use spatial_tf.Emulator(...) directly.",
-            reason.split(" Fix:")[0].rstrip("."), strategy,
-        )
         return strategy
     warnings.warn(
         f"spatial_tf.auto: no TPU and no CPU emulator ({missing}); using "
@@ -331,7 +363,7 @@ def _local_fallback(cores, num_replicas, computation_stride, reason):
         f"split() annotations do not partition anything. Fix for partitioned runs on CPU: "
         f"pip install 'spatial-tf[emulator]'. No TPU because: {reason}",
         RuntimeWarning,
-        stacklevel=3,
+        stacklevel=4,  # _local_fallback, _choose, auto(_with_reason), its caller
     )
     return tf.distribute.get_strategy()
 

@@ -296,6 +296,27 @@ def test_auto_without_tpu_uses_the_emulator(no_tpu_here, caplog):
 
 
 @pytest.mark.emulator
+def test_auto_with_reason_returns_the_emulator_and_why_without_the_notice(no_tpu_here, caplog):
+    from spatial_tf.emulator import Emulator
+    from spatial_tf.strategy import auto_with_reason
+
+    with caplog.at_level(logging.INFO, logger="spatial_tf"):
+        strategy, no_tpu = auto_with_reason(num_cores_per_replica=4, num_replicas=2)
+    assert isinstance(strategy, Emulator)
+    assert (strategy.num_cores_per_replica, strategy.num_replicas) == (4, 2)
+    assert isinstance(no_tpu, TPUUnavailableError)
+    assert no_tpu.reason == ("no TPU found (TPU_NAME and COLAB_TPU_ADDR are not set, no "
+                             "/dev/accel* or /dev/vfio/N devices)")
+    assert str(no_tpu).startswith("No TPU found: tpu= was not given")
+    assert caplog.text == ""  # the caller says it in its own words
+
+
+def test_an_unavailable_tpus_reason_is_its_message_without_the_fix():
+    error = TPUUnavailableError("Could not use TPU 'x': NotFoundError: gone. Fix: check it.")
+    assert error.reason == "Could not use TPU 'x': NotFoundError: gone"
+
+
+@pytest.mark.emulator
 def test_auto_falls_back_when_a_local_tpu_fails_to_initialize(caplog):
     from spatial_tf.emulator import Emulator
 

@@ -5,7 +5,7 @@ import os
 import signal
 import sys
 
-__all__ = ["default_spec", "train_until_signal", "load", "restore"]
+__all__ = ["default_spec", "train_until_signal", "load", "restore", "where", "strategy_for"]
 
 
 def where(strategy):
@@ -24,6 +24,39 @@ def where(strategy):
     if isinstance(strategy, context.TPUStrategyLike):
         return f"TPU ({replicas} replica(s))"
     return "one device (unpartitioned)" if replicas == 1 else f"{replicas} devices"
+
+
+def strategy_for(prog, args, cores, replicas=None):
+    """The strategy ``args.device`` (``--device``) asks for, ``cores`` per replica and
+    ``replicas`` (None: all that fit on a TPU, one on CPU). ``auto``: a TPU when one is
+    found, else the CPU emulator, saying so in one line on stderr; ``tpu``: the TPU, or
+    ValueError (``argument --device: ...``) when there is none; ``cpu``: the CPU emulator,
+    without that line."""
+    import spatial_tf
+    from spatial_tf import strategy as chooser
+
+    device = getattr(args, "device", "auto")
+    if device == "cpu":
+        try:
+            return spatial_tf.Emulator(num_cores_per_replica=cores, num_replicas=replicas or 1)
+        except ImportError as e:
+            raise ValueError(f"argument --device: cpu needs the CPU emulator, which does not "
+                             f"import here ({e}); expected jax and jaxlib installed. Fix: pip "
+                             f"install 'spatial-tf[emulator]'") from None
+    if device == "tpu":
+        try:
+            return chooser.tpu_strategy(num_cores_per_replica=cores, num_replicas=replicas)
+        except chooser.TPUUnavailableError as e:
+            raise ValueError(f"argument --device: tpu is not possible here: {e.reason}; "
+                             f"expected a Cloud TPU VM, a Colab TPU runtime or TPU_NAME naming "
+                             f"a TPU. Fix: run there, or pass --device cpu for the CPU "
+                             f"emulator") from None
+    strategy, no_tpu = chooser.auto_with_reason(num_cores_per_replica=cores,
+                                                num_replicas=replicas)
+    if no_tpu is not None:
+        print(f"{prog}: running on {where(strategy)}: {no_tpu.reason}; pass --device cpu to "
+              f"choose it without this line", file=sys.stderr, flush=True)
+    return strategy
 
 
 def default_spec(cores):

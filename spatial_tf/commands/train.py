@@ -21,15 +21,16 @@ damaged newer one is passed over, saying so; ``train: restored MODEL_DIR/ckpt-<s
 (step <step>)`` says which), and the input pipeline (deterministic) skips the examples
 the finished steps used.
 SIGTERM and Ctrl-C save a checkpoint of the finished step and exit with status 130.
+``--device cpu`` chooses the CPU emulator without the line saying there is no TPU;
+``--device tpu`` stops with an error when there is none.
 """
-import math
 import os
 
-from spatial_tf.commands.options import (DEFAULT_BN_MOMENTUM, add_modality_option,
-                                         add_nonfinite_option,
+from spatial_tf.commands.options import (DEFAULT_BN_MOMENTUM, add_device_option,
+                                         add_modality_option, add_nonfinite_option,
                                         add_unet_options, check_batch, int_list, momentum,
-                                        positive_int, power_of_two, resolve_unet_preset,
-                                        spacing)
+                                        positive_int, power_of_two, resolve_cores,
+                                        resolve_unet_preset, spacing)
 
 from spatial_tf.commands.shared import default_spec, train_until_signal  # noqa: F401 (kept here)
 from spatial_tf.commands.volumes import RECORD_DEFAULTS  # noqa: F401 (kept importable from here)
@@ -60,12 +61,15 @@ def add_parser(subparsers):
                    help="retinanet: boxes per image, padded (more: the largest kept; default 32)")
     p.add_argument("--size", type=positive_int(8, 1024), default=64, metavar="VOXELS",
                    help="edge of the synthetic cubes (default 64)")
-    p.add_argument("--cores", type=power_of_two, default=8, metavar="N",
-                   help="cores per replica: 1, 2, 4, ..., 128 (default 8)")
+    p.add_argument("--cores", type=power_of_two, metavar="N",
+                   help="cores per replica: 1, 2, 4, ..., 128 (default: the product of "
+                        "--spec, else 8)")
     p.add_argument("--spec", type=int_list((5, 4)), metavar="B,D,H,W,C",
-                   help="split of the image batch, product = --cores: B,D,H,W,C for unet3d, "
-                        "B,H,W,C for retinanet (default: spatial axes split as evenly as "
-                        "possible, e.g. 1,2,2,2,1 or 1,4,2,1 for 8 cores)")
+                   help="split of the image batch, product = --cores (alone, it sets "
+                        "--cores): B,D,H,W,C for unet3d, B,H,W,C for retinanet (default: "
+                        "spatial axes split as evenly as possible, e.g. 1,2,2,2,1 or "
+                        "1,4,2,1 for 8 cores)")
+    add_device_option(p)
     p.add_argument("--replicas", type=positive_int(1, 1024), default=1, metavar="N",
                    help="replicas, each on --cores cores (default 1)")
     p.add_argument("--batch", type=positive_int(1, 4096), metavar="N",
@@ -128,13 +132,11 @@ def check_args(parser, args):
         parser.error("argument --annotations: not allowed with unet3d; expected it only with "
                      "retinanet (COCO data)")
     resolve_unet_preset(args)
-    if args.spec is None:
-        args.spec = default_spec(args.cores)
-    if len(args.spec) != 5 or math.prod(args.spec) != args.cores or args.spec[4] != 1:
+    resolve_cores(parser, args, default_spec)
+    if len(args.spec) != 5 or args.spec[4] != 1:
         parser.error(f"argument --spec: {','.join(map(str, args.spec))} is not allowed with "
-                     f"--cores {args.cores}; expected split counts whose product is "
-                     f"{args.cores}, channels unsplit (last 1), e.g. "
-                     f"{','.join(map(str, default_spec(args.cores)))}")
+                     f"unet3d; expected 5 split counts (B,D,H,W,C), channels unsplit (last "
+                     f"1), e.g. {','.join(map(str, default_spec(args.cores)))}")
     check_batch(parser, args)
     if args.data is None:
         pool = 2 ** (args.depth - 1)
@@ -233,16 +235,16 @@ def run(args):
     with logs.quiet():
         import keras
 
-    import spatial_tf
     from spatial_tf import train
+    from spatial_tf.commands.shared import strategy_for
 
     try:  # every file and option is checked before anything is written
         existing = _existing_record(args)  # a resumed run's recorded --spacing, first
         sizes, shape = _shapes(args)
         _check_same_model(args, shape, existing)
+        strategy = strategy_for(prog, args, args.cores, args.replicas)
     except (ValueError, OSError, ImportError) as e:
         return fail(prog, str(e))
-    strategy = spatial_tf.auto(num_cores_per_replica=args.cores, num_replicas=args.replicas)
     if args.dtype_policy is None:  # mixed_bfloat16 on TPU, float32 elsewhere
         from spatial_tf.models.precision import default_dtype_policy
 
@@ -306,11 +308,12 @@ def _data(args, strategy, shape, spec):
 
 
 def _say_what(prog, args, strategy, spec, sizes, shape):
+    from spatial_tf.commands.shared import where
     from spatial_tf.commands.sizing import describe
 
     model_name = args.model + (f" ({args.preset} preset)" if args.preset else "")
     print(f"{prog}: {model_name} {'x'.join(map(str, shape))}, {args.classes} classes, "
-          f"{args.dtype_policy} on {strategy!r}, spec {spec[:2]}, to step {args.steps} in "
+          f"{args.dtype_policy} on {where(strategy)}, spec {spec[:2]}, to step {args.steps} in "
           f"{args.model_dir}", flush=True)
     what = f"--data {args.data}: {len(sizes)} volume(s)" if args.data else "synthetic CT volumes"
     if args.spacing is not None:
