@@ -133,6 +133,7 @@ def _train(args, spec, shape, ds):
 
     import spatial_tf
     from spatial_tf import data, train
+    from spatial_tf.commands.shared import where
     from spatial_tf.models import UNetOptions, unet3d
 
     strategy = spatial_tf.Emulator(num_cores_per_replica=args.cores)  # stands for TPUStrategy
@@ -146,7 +147,7 @@ def _train(args, spec, shape, ds):
         optimizer.build(model.trainable_variables)
     loss_fn = functools.partial(train.segmentation_loss, class_weights=CLASS_WEIGHTS)
     dist = data.distribute(strategy, lambda context: ds.repeat(), args.batch, spec=spec)
-    print(f"training on {strategy!r} (the first step traces and compiles)", flush=True)
+    print(f"training on {where(strategy)} (the first step traces and compiles)", flush=True)
     with tempfile.TemporaryDirectory() as model_dir:
         last = train.train(strategy, model, optimizer, dist, steps=args.steps,
                            model_dir=model_dir, spec=spec,

@@ -33,15 +33,13 @@ def default_image_spec(cores):
 
 def check_train_args(parser, args):
     """``train retinanet``'s checks that need several options (exit 2 like argparse)."""
-    from spatial_tf.commands.options import check_batch
+    from spatial_tf.commands.options import check_batch, resolve_cores
 
-    if args.spec is None:
-        args.spec = default_image_spec(args.cores)
+    resolve_cores(parser, args, default_image_spec)
     shown = ",".join(map(str, args.spec))
-    if len(args.spec) != 4 or math.prod(args.spec) != args.cores or args.spec[3] != 1:
-        parser.error(f"argument --spec: {shown} is not allowed with retinanet and --cores "
-                     f"{args.cores}; expected 4 split counts (batch, height, width, channels) "
-                     f"whose product is {args.cores}, channels unsplit, e.g. "
+    if len(args.spec) != 4 or args.spec[3] != 1:
+        parser.error(f"argument --spec: {shown} is not allowed with retinanet; expected 4 "
+                     f"split counts (batch, height, width, channels), channels unsplit, e.g. "
                      f"{','.join(map(str, default_image_spec(args.cores)))}")
     check_batch(parser, args)
     multiple = 2 ** MAX_LEVEL * max(args.spec[1:3])
@@ -140,23 +138,22 @@ def run_train(args):
     from spatial_tf import logs
     from spatial_tf.commands import volumes
     from spatial_tf.commands.options import fail
-    from spatial_tf.commands.shared import train_until_signal
+    from spatial_tf.commands.shared import strategy_for, train_until_signal, where
 
     prog = "python -m spatial_tf train"
     logs.start_tensorflow()
     with logs.quiet():
         import keras
 
-    import spatial_tf
     from spatial_tf import data, detection, train
 
     try:
         rec = record(args)
         existing = _check_record(prog, args.model_dir, rec)
         examples = dataset(rec, args.data, args.annotations)
+        strategy = strategy_for(prog, args, args.cores, args.replicas)
     except (ValueError, OSError) as e:
         return fail(prog, str(e))
-    strategy = spatial_tf.auto(num_cores_per_replica=args.cores, num_replicas=args.replicas)
     spec = [args.spec, {"boxes": None, "classes": None}]
     with strategy.scope():
         model = build_model(rec)
@@ -183,24 +180,25 @@ def run_train(args):
         return fail(prog, f"argument --spec: {e}")
     step_fn = detection.make_detection_train_step(model, optimizer, spec)
     print(f"{prog}: retinanet {args.image_size}x{args.image_size}, {args.classes} classes on "
-          f"{strategy!r}, spec {spec}, to step {args.steps} in {args.model_dir}", flush=True)
+          f"{where(strategy)}, spec {spec}, to step {args.steps} in {args.model_dir}", flush=True)
     return train_until_signal(
         args, strategy, model, optimizer, distributed_dataset,
         lambda last: f"loss {last['loss']:.4f} (class {last['class_loss']:.4f}, "
                      f"box {last['box_loss']:.4f})", step_fn=step_fn)
 
 
-def _detector(rec, cores):
-    """``(model, predict(images) -> detections dict of NumPy arrays)`` on ``cores``."""
+def _detector(prog, args, rec, cores):
+    """``(model, predict(images) -> detections dict of NumPy arrays)`` on ``cores``, on the
+    ``--device`` of ``args`` (ValueError for ``--device tpu`` without a TPU)."""
     import numpy as np
     import tensorflow as tf
 
-    import spatial_tf
     from spatial_tf import detection
+    from spatial_tf.commands.shared import strategy_for
 
     size = rec["image_size"]
-    if cores > 1:
-        strategy = spatial_tf.auto(num_cores_per_replica=cores)
+    if cores > 1 or args.device == "tpu":
+        strategy = strategy_for(prog, args, cores)
         spec = default_image_spec(cores)
     else:
         strategy, spec = tf.distribute.get_strategy(), None
@@ -235,9 +233,9 @@ def run_evaluate(args, rec, latest):
     try:
         held_out = dataset(rec, args.data, args.annotations, seed=HELD_OUT_SEED,
                            num_images=args.volumes)
+        model, predict = _detector(prog, args, rec, args.cores)
     except (ValueError, OSError) as e:
         return fail(prog, str(e))
-    model, predict = _detector(rec, args.cores)
     step = restore(model, latest)
     evaluator = DetectionEvaluator(rec["classes"], class_names=class_names(rec, synthetic=args.data is None))
     count = 0
@@ -283,7 +281,10 @@ def run_predict(args, rec, latest):
             return fail(prog, str(e))
         labels = None
     names = class_names(rec, synthetic=args.input is None)
-    model, predict = _detector(rec, 1)
+    try:
+        model, predict = _detector(prog, args, rec, 1)
+    except ValueError as e:
+        return fail(prog, str(e))
     step = restore(model, latest)
     found = predict(image[None].astype(np.float32))
     write_atomically(png, lambda tmp: draw_detections(

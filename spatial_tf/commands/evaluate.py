@@ -20,8 +20,8 @@ import os
 import sys
 from typing import Callable
 
-from spatial_tf.commands.options import (add_modality_option, add_nonfinite_option,
-                                         positive_int, power_of_two)
+from spatial_tf.commands.options import (add_device_option, add_modality_option,
+                                         add_nonfinite_option, positive_int, power_of_two)
 from spatial_tf.commands.shared import load, restore  # noqa: F401 (kept importable from here)
 
 __all__ = ["add_parser", "run", "restore", "load", "run_for_model"]
@@ -42,6 +42,8 @@ def add_parser(subparsers):
                    help="synthetic held-out volumes or images (default 4)")
     p.add_argument("--cores", type=power_of_two, default=1, metavar="N",
                    help="cores per replica to evaluate on (default 1: unpartitioned)")
+    add_device_option(p, one_core="; --cores 1 runs unpartitioned on this machine unless "
+                                  "--device tpu")
     add_modality_option(p)
     add_nonfinite_option(p)
     p.set_defaults(func=run)
@@ -99,7 +101,7 @@ def run(args):
 def _run_unet3d(args, record, latest):
     from spatial_tf.commands import sizing, volumes
     from spatial_tf.commands.options import fail
-    from spatial_tf.commands.shared import default_spec, where
+    from spatial_tf.commands.shared import default_spec, strategy_for, where
 
     grid = default_spec(args.cores)
     spacing = record["spacing"] if args.data is not None else None  # synthetic: model's grid
@@ -112,15 +114,21 @@ def _run_unet3d(args, record, latest):
                            seed=volumes.HELD_OUT_SEED, num_volumes=args.volumes,
                            spacing=spacing, nonfinite=args.nonfinite),
             shape, record["modality"])
+        partitioned = args.cores > 1 or args.device == "tpu"
+        strategy = strategy_for(PROG, args, args.cores) if partitioned else None
     except (ValueError, OSError, ImportError) as e:
         return fail(PROG, str(e))
     import numpy as np
+    import tensorflow as tf
 
+    if strategy is None:   # --cores 1: unpartitioned
+        strategy = tf.distribute.get_strategy()
+    spec = [grid, grid[:4], grid[:4]] if partitioned else None
     if spacing is None:
-        step, per_volume, strategy = _dice(args, record, latest, ds, shape, grid)
+        step, per_volume = _dice(strategy, spec, record, latest, ds, shape)
         how = sizing.describe(sizes, shape)
     else:
-        step, masks, strategy = _dice(args, record, latest, ds, shape, grid, predict=True)
+        step, masks = _dice(strategy, spec, record, latest, ds, shape, predict=True)
         per_volume = _dice_on_own_grids(masks, volumes.pair_files(args.data), sizes,
                                         record["classes"])
         how = (f"resampled to {'x'.join(f'{s:g}' for s in spacing)} mm "
@@ -135,21 +143,16 @@ def _run_unet3d(args, record, latest):
     return 0
 
 
-def _dice(args, record, latest, ds, shape, grid, predict=False):
-    """``(step, per_volume, strategy)``: each volume's Dice per class, the padding masked
-    (with ``predict``: each volume's predicted class mask, padded, instead)."""
+def _dice(strategy, spec, record, latest, ds, shape, predict=False):
+    """``(step, per_volume)``: each volume's Dice per class, the padding masked (with
+    ``predict``: each volume's predicted class mask, padded, instead), on ``strategy``
+    split as ``spec`` (None: unpartitioned)."""
     import numpy as np
     import tensorflow as tf
 
-    import spatial_tf
     from spatial_tf import data, train
     from spatial_tf.commands import volumes
 
-    if args.cores > 1:
-        strategy = spatial_tf.auto(num_cores_per_replica=args.cores)
-        spec = [grid, grid[:4], grid[:4]]
-    else:
-        strategy, spec = tf.distribute.get_strategy(), None
     with strategy.scope():
         model = volumes.build_model(record, shape)
     step = restore(model, latest)
@@ -164,7 +167,7 @@ def _dice(args, record, latest, ds, shape, grid, predict=False):
     for batch in dist:
         out = evaluate(batch)
         scores += [np.asarray(v) for v in strategy.experimental_local_results(out)]
-    return step, (scores if predict else np.stack(scores)), strategy
+    return step, (scores if predict else np.stack(scores))
 
 
 def _predict_step(model, spec):

@@ -12,13 +12,15 @@ Traceback (most recent call last):
 argparse.ArgumentTypeError: -4 is not allowed; expected a power of two from 1 to 128 (1, 2, 4, 8, 16, 32, 64, 128)
 """
 import argparse
+import math
 import sys
 
 from spatial_tf.checks import CORE_COUNTS  # kept importable from here
 
 __all__ = ["Parser", "positive_int", "power_of_two", "int_list", "momentum", "CORE_COUNTS",
            "spacing", "add_unet_options", "add_modality_option", "check_batch", "DTYPE_POLICIES",
-           "UNET_PRESETS", "MODALITIES", "DEFAULT_BN_MOMENTUM", "resolve_unet_preset"]
+           "UNET_PRESETS", "MODALITIES", "DEFAULT_BN_MOMENTUM", "resolve_unet_preset",
+           "DEVICES", "add_device_option", "resolve_cores"]
 
 # the unet3d training command's --dtype-policy choices (Keras dtype policy names)
 DTYPE_POLICIES = ("float32", "mixed_bfloat16")
@@ -28,6 +30,8 @@ UNET_PRESETS = {None: (3, 8), "model_garden": (4, 32)}
 # --modality choices: spatial_tf.data.MODALITIES' keys (kept here: parsing imports no
 # TensorFlow)
 MODALITIES = ("ct", "mr", "other")
+# --device choices: where train, evaluate and predict run their steps
+DEVICES = ("auto", "tpu", "cpu")
 # --bn-momentum of a new model dir: batch norm's moving statistics follow a run of a few
 # hundred steps (Keras' 0.99 lags so far behind that evaluation disagrees with training)
 DEFAULT_BN_MOMENTUM = 0.9
@@ -175,6 +179,17 @@ def add_modality_option(parser: argparse.ArgumentParser, training: bool = False)
     parser.add_argument("--modality", choices=MODALITIES, metavar="ct|mr|other", help=text)
 
 
+def add_device_option(parser: argparse.ArgumentParser, one_core: str = "") -> None:
+    """``--device auto|tpu|cpu``: where the steps run (train, evaluate, predict);
+    ``one_core`` says what ``--cores 1`` does when it differs."""
+    parser.add_argument("--device", choices=DEVICES, default="auto", metavar="auto|tpu|cpu",
+                        help="where the steps run: auto (the default) uses a TPU when one is "
+                             "found, else the CPU emulator, saying so in one line on stderr; "
+                             "tpu stops with an error when there is none; cpu runs on the "
+                             "CPU emulator without that line. --cores says how many cores, "
+                             f"not which device{one_core}")
+
+
 def add_nonfinite_option(parser: argparse.ArgumentParser) -> None:
     """``--nonfinite VALUE``: what NaN or infinite voxels of an input volume become
     (default: such a volume is refused, naming the file and the count)."""
@@ -194,6 +209,37 @@ def resolve_unet_preset(args):
     depth, filters = UNET_PRESETS[args.preset]
     args.depth = depth if args.depth is None else args.depth
     args.filters = filters if args.filters is None else args.filters
+
+
+def resolve_cores(parser, args, default_spec, default_cores=8):
+    """Fill ``--cores`` and ``--spec`` left out: ``--spec`` alone sets ``--cores`` to its
+    product, ``--cores`` alone (or neither: ``default_cores``) sets ``--spec`` to
+    ``default_spec(cores)``. Given both, their product must agree; a product that is no
+    core count, or two that disagree, stop here like argparse (exit 2), naming what was
+    typed.
+
+    >>> args = argparse.Namespace(cores=None, spec=[1, 4, 4, 1, 1])
+    >>> resolve_cores(None, args, None); args.cores
+    16
+    """
+    if args.spec is None:
+        args.cores = default_cores if args.cores is None else args.cores
+        args.spec = default_spec(args.cores)
+        return
+    shown, product = ",".join(map(str, args.spec)), math.prod(args.spec)
+    if args.cores is None and product not in CORE_COUNTS:
+        nearest = max(c for c in CORE_COUNTS if c <= product)
+        parser.error(f"argument --spec: {shown} splits over {product} cores; expected split "
+                     f"counts whose product is a power of two from 1 to {CORE_COUNTS[-1]} "
+                     f"(the cores per replica), e.g. {','.join(map(str, default_spec(nearest)))}")
+    if args.cores is None:
+        args.cores = product
+    elif product != args.cores:
+        instead = f", or leave --cores out to split over {product}" if product in CORE_COUNTS \
+            else ""
+        parser.error(f"argument --spec: {shown} (product {product}) is not allowed with --cores "
+                     f"{args.cores}; expected split counts whose product is {args.cores}. Fix: "
+                     f"e.g. --spec {','.join(map(str, default_spec(args.cores)))}{instead}")
 
 
 def check_batch(parser, args):

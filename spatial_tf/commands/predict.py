@@ -20,8 +20,8 @@ writable; neither is an input or a file of the model dir) and written whole or n
 import os
 import sys
 
-from spatial_tf.commands.options import (add_modality_option, add_nonfinite_option,
-                                         positive_int, power_of_two)
+from spatial_tf.commands.options import (add_device_option, add_modality_option,
+                                         add_nonfinite_option, positive_int, power_of_two)
 from spatial_tf.tpu_generations import names
 
 __all__ = ["add_parser", "run", "slice_png", "check_args"]
@@ -51,6 +51,8 @@ def add_parser(subparsers):
     p.add_argument("--cores", type=power_of_two, default=1, metavar="N",
                    help="unet3d: cores per replica each tile (or the volume) is split over, "
                         "TPU if present, else the emulator (default 1: unpartitioned)")
+    add_device_option(p, one_core="; --cores 1 runs unpartitioned on this machine unless "
+                                  "--device tpu")
     p.add_argument("--budget", metavar="BUDGET",
                    help=f"with --tile auto: memory per core, a TPU generation ({names()}) "
                         f"or bytes (16GiB)")
@@ -246,23 +248,25 @@ def _auto_tile(record, shape, cores, budget):
     return None if tile == tuple(shape) else tile
 
 
-def _forward(record, shape, cores):
+def _forward(args, record, shape):
     """``(model, fn)``: the model for volumes of ``shape`` (restore its weights) and
-    ``fn(batch) -> logits`` (NumPy), split over ``cores`` (TPU if present, else the
-    emulator) when more than 1."""
+    ``fn(batch) -> logits`` (NumPy), split over ``args.cores`` on ``args.device`` (auto:
+    TPU if present, else the emulator) when more than 1 or on a TPU; ValueError for
+    ``--device tpu`` without one."""
     import tensorflow as tf
 
     import spatial_tf
     from spatial_tf.commands import volumes
-    from spatial_tf.commands.shared import default_spec
+    from spatial_tf.commands.shared import default_spec, strategy_for
     from spatial_tf.steps import run_model
 
-    if cores == 1:
+    cores = args.cores
+    if cores == 1 and args.device != "tpu":
         model = volumes.build_model(record, shape)
         return model, lambda x: run_model(model, tf.constant(x, tf.float32), None,
                                           training=False).numpy()
 
-    strategy = spatial_tf.auto(num_cores_per_replica=cores, num_replicas=1)
+    strategy = strategy_for(PROG, args, cores, replicas=1)
     spec = default_spec(cores)
     with strategy.scope():
         model = volumes.build_model(record, shape)
@@ -366,14 +370,17 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
                               trained=record["shape"])
     padded, _ = data.pad_to_shape(data.scale_intensities(seen, record["modality"])[..., None],
                                   shape)
-    if tile == "auto":
-        from spatial_tf.commands.options import fail
+    from spatial_tf.commands.options import fail
 
+    if tile == "auto":
         try:
             tile = _auto_tile(record, shape, args.cores, args.budget)
         except ValueError as e:
             return fail(PROG, str(e))
-    model, forward = _forward(record, tile or shape, args.cores)
+    try:
+        model, forward = _forward(args, record, tile or shape)
+    except ValueError as e:
+        return fail(PROG, str(e))
     step = restore(model, latest)
     if tile is None:
         logits = forward(padded.numpy()[None])[0]

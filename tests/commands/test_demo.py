@@ -20,7 +20,8 @@ def test_demo_trains_a_3d_unet_on_the_emulator_and_finds_the_structures(capsys, 
                      r"\(1, 16, 16, 16, 1\)", out, re.M)
     assert re.search(r"^labels +\(1, 32, 32, 32\) +int32 +Tile\(1, 2, 2, 2\) +\(1, 16, 16, 16\)",
                      out, re.M)
-    assert "training on Emulator(num_cores_per_replica=8, num_replicas=1)" in out
+    assert "training on the CPU emulator (8 cores per replica) (the first step traces and " \
+           "compiles)" in out
     assert "20/20" in captured.err  # the progress bar
     loss = float(re.search(r"^step 20: loss (\d+\.\d+), mean Dice", out, re.M).group(1))
     assert 0 < loss < 10

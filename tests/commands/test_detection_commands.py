@@ -11,8 +11,8 @@ from spatial_tf.commands.detection import default_image_spec
 
 @pytest.mark.parametrize("argv, message", [
     (["--cores", "4", "--spec", "1,2,2,1,1"],
-     "argument --spec: 1,2,2,1,1 is not allowed with retinanet and --cores 4; expected 4 split "
-     "counts (batch, height, width, channels) whose product is 4, channels unsplit, e.g. 1,2,2,1"),
+     "argument --spec: 1,2,2,1,1 is not allowed with retinanet; expected 4 split counts "
+     "(batch, height, width, channels), channels unsplit, e.g. 1,2,2,1"),
     (["--cores", "2", "--spec", "1,1,1,2"], "channels unsplit, e.g. 1,2,1,1"),
     (["--cores", "4", "--spec", "1,4,1,1", "--image-size", "96"],
      "argument --image-size: 96 is not allowed with --spec 1,4,1,1; expected a multiple of 128 "
@@ -42,7 +42,7 @@ def test_annotations_are_refused_for_unet3d(parse_error, tmp_path):
 def test_unet3d_refuses_a_4_count_spec(parse_error, tmp_path):
     err = parse_error(["train", "unet3d", "--model-dir", str(tmp_path / "m"),
                                "--cores", "4", "--spec", "1,2,2,1"])
-    assert "argument --spec: 1,2,2,1 is not allowed with --cores 4" in err
+    assert "argument --spec: 1,2,2,1 is not allowed with unet3d; expected 5 split counts" in err
 
 
 def test_default_image_spec_alternates_height_and_width():
@@ -58,7 +58,7 @@ def test_train_resume_evaluate_predict(tmp_path, capsys):
             "--no-progress", "--checkpoint-every", "1"]
     assert main(base + ["--steps", "1"]) == 0
     out = capsys.readouterr().out
-    assert "retinanet 64x64, 3 classes on Emulator(num_cores_per_replica=2" in out
+    assert "retinanet 64x64, 3 classes on the CPU emulator (2 cores per replica), spec" in out
     assert re.search(r"step 1: loss \d+\.\d{4} \(class \d+\.\d{4}, box \d+\.\d{4}\)", out)
     with open(os.path.join(model_dir, "model.json")) as f:
         assert json.load(f) == {"model": "retinanet", "image_size": 64, "classes": 3,
