@@ -110,8 +110,9 @@ def _run_now(emulator, step, signatures, distributed):
     captures = traced.capture_values()
     per_replica_args = [[_numpy(t) for t in s.tensors] for s in signatures]
     outputs, updates = _execute(emulator, step, per_replica_args, captures, distributed)
-    for var, value in zip(traced.written_variables, updates):
-        var.assign(value)
+    with emulator.replica_values.writing_aggregates():
+        for var, value in zip(traced.written_variables, updates):
+            var.assign(value)
     _write_summaries(traced, outputs[0])
     return _pack(traced, [
         [tf.convert_to_tensor(o, dtype=s.dtype) for o, s in zip(replica_outputs, traced.output_specs)]
@@ -150,7 +151,8 @@ def _run_in_graph(emulator, step, signatures, distributed):
         host_call, inputs, [s.dtype for s in specs] + [tf.int32],
         stateful=True, name=f"emulated_{_graph_name(traced.name)}",
     )
-    return _finish_graph_call(traced, results, specs, written, num_replicas)
+    with emulator.replica_values.writing_aggregates():
+        return _finish_graph_call(traced, results, specs, written, num_replicas)
 
 
 def _finish_graph_call(traced, results, specs, written, num_replicas):
@@ -207,7 +209,8 @@ def _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed):
         host_call, inputs, [s.dtype for s in specs] + [tf.int32],
         stateful=True, name=f"emulated_{_graph_name(outline.name)}",
     )
-    return _finish_graph_call(outline, results, specs, variables, num_replicas)
+    with emulator.replica_values.writing_aggregates():
+        return _finish_graph_call(outline, results, specs, variables, num_replicas)
 
 
 def _variable_key(var):

@@ -8,7 +8,7 @@ replicas, and ``call_for_each_replica`` running the step emulated.
 import tensorflow as tf
 
 from spatial_tf.emulator.compile import runner
-from spatial_tf.emulator.distribute import datasets, hosts, pieces, replica
+from spatial_tf.emulator.distribute import datasets, hosts, on_read, pieces, replica
 
 __all__ = ["EmulatorExtended"]
 
@@ -25,6 +25,14 @@ class EmulatorExtended(pieces.OneDeviceExtended):
         self._cluster_resolver = None
 
     # ------------------------------------------------------------ replicas
+
+    @pieces.tf_hook
+    def _create_variable(self, next_creator, **kwargs):
+        variable = super()._create_variable(next_creator, **kwargs)
+        if self._num_replicas > 1 and on_read.is_per_replica(variable):
+            # an assign outside a step writes every replica's copy (on_read.py)
+            self._container_strategy().replica_values.watch(variable)
+        return variable
 
     @property
     @pieces.tf_hook
