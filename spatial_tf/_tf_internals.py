@@ -44,10 +44,16 @@ __all__ = [
     "input_util",
     "cross_device_ops",
     "gen_xla_ops",
+    "summary_ops_v2",
+    "default_summary_writer_handle",
     "tpu_attribute",
     "function_graph",
     "handle_data",
     "after_restore",
+    "child_layers",
+    "callable_losses",
+    "own_trainable_variables",
+    "weight_regularization",
     "missing_internals",
     "TPULayout",
     "tpu_layout",
@@ -80,6 +86,8 @@ MODULES = {
     "cross_device_ops": ("tensorflow.python.distribute.cross_device_ops",
                          ("reduce_non_distributed_value",)),
     "gen_xla_ops": ("tensorflow.compiler.tf2xla.ops.gen_xla_ops", ("xla_replica_id",)),
+    # the default tf.summary writer, whose handle the emulator's host writes need
+    "summary_ops_v2": ("tensorflow.python.ops.summary_ops_v2", ("_summary_state",)),
 }
 
 # TPUStrategy.extended (TPUExtended) attribute -> what it holds
@@ -173,6 +181,16 @@ input_lib = _load("input_lib")
 input_util = _load("input_util")
 cross_device_ops = _load("cross_device_ops")
 gen_xla_ops = _load("gen_xla_ops")
+summary_ops_v2 = _load("summary_ops_v2")
+
+
+def default_summary_writer_handle() -> Any:
+    """The resource handle of the default ``tf.summary`` writer where this is called,
+    or None when none is default. TensorFlow keeps the writer in ``summary_ops_v2``'s
+    ``_summary_state`` and its handle in the writer's ``_resource``; no public call
+    returns either."""
+    writer = getattr(summary_ops_v2._summary_state, "writer", None)
+    return getattr(writer, "_resource", None) if writer is not None else None
 
 
 def function_graph(graph: Any, name: str) -> Any:
@@ -201,6 +219,47 @@ def after_restore(variable: Any, callback: Callable[[], None]) -> None:
         return result
 
     variable._restore_from_tensors = restored
+
+
+# ------------------------------------------------------------ Keras and tf_keras layers
+
+def child_layers(layer: Any) -> List[Any]:
+    """The layers ``layer`` holds directly, in its attributes and lists included: Keras 3
+    and tf_keras both track them in ``_flatten_layers``; a ``tf.Module`` that is no layer
+    gives its ``layers``, if any."""
+    flatten = getattr(layer, "_flatten_layers", None)
+    if flatten is not None:
+        return list(flatten(include_self=False, recursive=False))
+    return list(getattr(layer, "layers", ()))
+
+
+def callable_losses(layer: Any) -> List[Any]:
+    """tf_keras' list of a layer's loss callables (``_callable_losses``: weight
+    regularizers among them), the layer's own list, so that an item can be replaced;
+    ``[]`` for a Keras 3 layer."""
+    return getattr(layer, "_callable_losses", None) or []
+
+
+def own_trainable_variables(layer: Any) -> List[Any]:
+    """Keras 3's trainable variables a layer made itself (``_trainable_variables``, not
+    its sublayers'); ``[]`` for a tf_keras layer."""
+    return list(getattr(layer, "_trainable_variables", None) or [])
+
+
+def weight_regularization(loss: Any) -> Any:
+    """``(tag, regularization)`` for tf_keras' weight regularizer loss,
+    ``partial(_tag_callable, partial(_loss_for_variable, variable))`` (``tag`` the
+    outer function, None when there is none), else None (an ordered one included)."""
+    tag = None
+    if _is_partial_of(loss, "_tag_callable"):
+        tag, loss = loss.func, loss.args[0]
+    return (tag, loss) if _is_partial_of(loss, "_loss_for_variable") else None
+
+
+def _is_partial_of(loss: Any, name: str) -> bool:
+    """Whether ``loss`` is ``functools.partial(<function name>, one_argument)``."""
+    return (getattr(getattr(loss, "func", None), "__name__", "") == name
+            and len(getattr(loss, "args", ())) == 1)
 
 
 def tpu_attribute(strategy: Any, name: str) -> Any:

@@ -57,6 +57,8 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 import tensorflow as tf
 
 from spatial_tf import context, frames, layer_kinds
+from spatial_tf._tf_internals import (callable_losses, child_layers, own_trainable_variables,
+                                      weight_regularization)
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_by_groups, conv_of_concatenation
 from spatial_tf.spec import Replicate
@@ -304,7 +306,7 @@ def _walk(model) -> Iterator[Tuple[str, Any]]:
             continue
         seen.add(id(layer))
         yield path, layer
-        children = list(_children(layer))
+        children = child_layers(layer)
         pending.extend((f"{path}/{child.name}", child) for child in reversed(children))
     # tf_keras layers are tf.Modules, which list every module below them, layers kept in
     # plain containers of a custom layer included
@@ -312,19 +314,6 @@ def _walk(model) -> Iterator[Tuple[str, Any]]:
         if id(module) not in seen and hasattr(module, "trainable_weights"):
             seen.add(id(module))
             yield f"{model.name}/.../{module.name}", module
-
-
-def _children(layer):
-    """The layers ``layer`` holds directly, in its attributes and lists included.
-
-    Keras 3 and tf_keras both track them (``_flatten_layers``); tf.Modules that are not
-    layers (rare) are reached through ``submodules``.
-    """
-    flatten = getattr(layer, "_flatten_layers", None)
-    if flatten is not None:
-        yield from flatten(include_self=False, recursive=False)
-    else:  # pragma: no cover - every Keras / tf_keras layer has it
-        yield from getattr(layer, "layers", ())
 
 
 def _rule_for(layer):
@@ -420,10 +409,10 @@ def _with_ordered_call(path, layer, why, handled=True):
 def _regularizers(path, layer) -> List[Tuple[Change, Optional[Callable[[], None]]]]:
     """The plan ordering ``layer``'s own weight regularizers before the weights' update:
     tf_keras keeps them as callable losses, Keras 3 on each variable."""
-    found = {i: _weight_regularization(loss)
-             for i, loss in enumerate(getattr(layer, "_callable_losses", None) or [])}
+    found = {i: weight_regularization(loss)
+             for i, loss in enumerate(callable_losses(layer))}
     tf_keras_losses = {i: pair for i, pair in found.items() if pair is not None}
-    keras3_variables = [v for v in getattr(layer, "_trainable_variables", None) or []
+    keras3_variables = [v for v in own_trainable_variables(layer)
                         if getattr(v, "regularizer", None) is not None
                         and not is_ordered(v.regularizer)]
     if not (tf_keras_losses or keras3_variables):
@@ -435,28 +424,13 @@ def _regularizers(path, layer) -> List[Tuple[Change, Optional[Callable[[], None]
     def apply():
         for i, (tag, inner) in tf_keras_losses.items():
             ordered = ordered_loss(inner)
-            layer._callable_losses[i] = ordered if tag is None else functools.partial(tag, ordered)
+            callable_losses(layer)[i] = (ordered if tag is None
+                                         else functools.partial(tag, ordered))
         for variable in keras3_variables:
             variable.regularizer = ordered_regularizer(variable.regularizer)
 
     return [(Change(path, listed, _REGULARIZED[0].format(names=listed), _REGULARIZED[1]),
              apply)]
-
-
-def _weight_regularization(loss):
-    """``(tag, regularization)`` for tf_keras' weight regularizer loss,
-    ``partial(_tag_callable, partial(_loss_for_variable, variable))`` (``tag`` the
-    outer function, None when there is none), else None (an ordered one included)."""
-    tag = None
-    if _is_partial_of(loss, "_tag_callable"):
-        tag, loss = loss.func, loss.args[0]
-    return (tag, loss) if _is_partial_of(loss, "_loss_for_variable") else None
-
-
-def _is_partial_of(loss, name: str) -> bool:
-    """Whether ``loss`` is ``functools.partial(<function name>, one_argument)``."""
-    return (getattr(getattr(loss, "func", None), "__name__", "") == name
-            and len(getattr(loss, "args", ())) == 1)
 
 
 def _short_name(variable) -> str:

@@ -308,8 +308,7 @@ def _read_input(args, record):
                          f"3D volume (depth, height, width). Fix: save one 3D volume per file "
                          f"(e.g. drop a trailing axis of size 1 with numpy.squeeze)")
     if ext not in ("dicom", ".npy"):
-        scan = data.readers._nibabel().load(args.input)
-        space = (scan.affine, scan.header, True)
+        space = (*data.readers.nifti_space(args.input), True)
     labels = None
     if args.labels is not None:
         image, labels = data.load_example(args.input, args.labels, record["classes"],

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["read_volume", "read_labels", "write_volume", "load_example", "volume_dataset", "finite",
-           "volume_shape", "voxel_spacing", "to_ras", "from_ras", "EXTENSIONS"]
+           "volume_shape", "voxel_spacing", "to_ras", "from_ras", "nifti_space", "EXTENSIONS"]
 
 EXTENSIONS = (".nii.gz", ".nii", ".npy")
 
@@ -81,6 +81,13 @@ def _nibabel():
             "pip install 'spatial-tf[data]' (or pip install nibabel)."
         ) from e
     return nibabel
+
+
+def nifti_space(path: Union[str, os.PathLike]) -> Tuple[np.ndarray, Any]:
+    """The affine and header of a NIfTI file: what ``write_volume`` takes to write a
+    result in the file's space."""
+    scan = _nibabel().load(os.fspath(path))
+    return scan.affine, scan.header
 
 
 def _check_exists(path, kind):
