@@ -224,7 +224,7 @@ def _auto_tile(record, shape, cores, budget):
         return volumes.build_model(record, tuple(input_shape[:3]))
 
     print(f"{PROG}: --tile auto: planning a train step of this model at {sizes} on {cores} "
-          f"core(s) within {budget}", file=sys.stderr, flush=True)
+          f"core(s), budget {planning.parse_budget(budget)}", file=sys.stderr, flush=True)
     result = planning.plan(
         model_fn((sizes[0],) * 3 + (1,)), (1,) + tuple(shape) + (1,), cores,
         planning.parse_budget(budget), specs=[spec],

@@ -13,6 +13,8 @@ True
 (536870912, 1000)
 >>> parse_budget("16 GB").usable
 16000000000
+>>> print(parse_budget("v3"))
+v3: 16.0 GiB per core (one TensorCore), 14.4 GiB usable after a 10% reserve
 """
 import dataclasses
 import numbers
@@ -63,13 +65,27 @@ class Budget:
     device: Optional[str] = None
 
     def __str__(self):
+        """The budget and, for a TPU generation or a reserve, where ``usable`` comes from:
+        ``v3: 16.0 GiB per core (one TensorCore), 14.4 GiB usable after a 10% reserve``."""
         from spatial_tf.table import format_bytes
 
-        if self.device is None:
+        if self.device is None and not self.reserve:
             return f"{format_bytes(self.usable)} per core"
-        return (f"{self.name}: {format_bytes(self.usable)} per core "
-                f"({format_bytes(self.device_bytes)} HBM per {self.device.split(' (')[0]} "
-                f"less {self.reserve:.0%} reserve)")
+        one = "" if self.device is None else f" (one {self.device.split(' (')[0]})"
+        whole = f"{self.name}: {format_bytes(self.device_bytes)} per core{one}"
+        if not self.reserve:
+            return f"{whole}, no reserve"
+        return f"{whole}, {self.limit}"
+
+    @property
+    def limit(self) -> str:
+        """``usable`` in words, with the reserve when there is one: ``14.4 GiB usable after a
+        10% reserve`` (a TPU generation's default), ``2.0 GiB`` (a size you give)."""
+        from spatial_tf.table import format_bytes
+
+        if not self.reserve:
+            return format_bytes(self.usable)
+        return f"{format_bytes(self.usable)} usable after a {self.reserve:.0%} reserve"
 
 
 def parse_budget(value: Any, reserve: Optional[float] = None) -> Budget:

@@ -618,8 +618,8 @@ def _recommend(found, budget, memory, tpu_source=None):
             why += (f"fits {budget.name} (the TPU compiler accepted it; peak "
                     f"{format_bytes(best.peak(memory))} per core); ")
         else:
-            why += (f"fits {budget.name} ({format_bytes(best.peak(memory))} {basis} peak of "
-                    f"{format_bytes(budget.usable)} per core); ")
+            why += (f"fits {budget.name} ({format_bytes(best.peak(memory))} {basis} peak per "
+                    f"core, within {budget.limit}); ")
     why += (f"it moves the least halo + resharding bytes per core "
             f"({format_bytes(best.communication_bytes)})")
     others = [c for c in ok if c is not best and (budget is None or c.fits)]

@@ -416,8 +416,8 @@ def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, c
     assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
                  "--tile", "auto", "--budget", "12MiB", "--cores", "2"]) == 0
     captured = capsys.readouterr()
-    assert ("--tile auto: planning a train step of this model at [32, 48, 64] on 2 core(s) "
-            "within 12MiB" in captured.err)
+    assert ("--tile auto: planning a train step of this model at [32, 48, 64] on 2 core(s), "
+            "budget 12.0 MiB per core" in captured.err)
     edges = re.search(r"\(mask, 40x36x20, classes \[1\], in (\d+)x(\d+)x(\d+) tiles, split "
                       r"over 2 cores\)", captured.out)
     assert edges, captured.out

@@ -71,5 +71,17 @@ def test_wrong_types_and_reserves():
 
 
 def test_str_says_where_the_figure_comes_from():
-    assert str(parse_budget("v3")) == "v3: 14.4 GiB per core (16.0 GiB HBM per TensorCore less 10% reserve)"
+    assert str(parse_budget("v3")) == ("v3: 16.0 GiB per core (one TensorCore), 14.4 GiB usable "
+                                       "after a 10% reserve")
+    assert str(parse_budget("v4-8")) == ("v4-8: 32.0 GiB per core (one chip), 28.8 GiB usable "
+                                         "after a 10% reserve")
+    assert str(parse_budget("v3", reserve=0)) == "v3: 16.0 GiB per core (one TensorCore), no reserve"
     assert str(parse_budget("2GiB")) == "2.0 GiB per core"
+    # a size with a reserve of your own says so too
+    assert str(parse_budget("2GiB", reserve=0.25)) == ("2GiB: 2.0 GiB per core, 1.5 GiB usable "
+                                                       "after a 25% reserve")
+
+
+def test_limit_is_the_usable_bytes_with_the_reserve_that_made_them():
+    assert parse_budget("v3").limit == "14.4 GiB usable after a 10% reserve"
+    assert parse_budget("256MiB").limit == "256.0 MiB"

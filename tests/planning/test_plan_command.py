@@ -1,5 +1,6 @@
 """python -m spatial_tf plan: options checked before TensorFlow loads, a real small plan."""
 import os
+import re
 import subprocess
 import sys
 
@@ -68,6 +69,23 @@ def test_a_small_plan_with_max_size_and_plot(tmp_path):
     edge = int(text.split("on 2 core(s): ")[1].split("^3")[0])
     assert edge >= 16 and edge % 2 == 0
     assert png.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_a_tpu_generations_budget_says_its_reserve():
+    out = subprocess.run(
+        [sys.executable, "-m", "spatial_tf", "plan", "--shape", "1,16,16,16,1", "--cores", "2",
+         "--depth", "1", "--filters", "2", "--classes", "2", "--budget", "v3",
+         "--memory", "cpu", "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert ("train_step: 1x16x16x16x1 on 2 core(s), per core, budget v3: 16.0 GiB per core "
+            "(one TensorCore), 14.4 GiB usable after a 10% reserve") in lines
+    recommended = next(line for line in lines if line.startswith("Recommended"))
+    assert re.match(r"Recommended \[1,2,1,1,1\]: fits v3 \([\d.]+ [KM]iB XLA:CPU peak per core, "
+                    r"within 14\.4 GiB usable after a 10% reserve\); ", recommended), recommended
 
 
 @pytest.mark.slow
