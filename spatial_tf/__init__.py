@@ -10,7 +10,10 @@ Describe how each input tensor is split over the cores of a replica, apply it in
 
 Names and subpackages (``spatial_tf.topology``, ``spatial_tf.emulator``, ...) are
 imported on first use, so ``import spatial_tf`` is cheap and TensorFlow's logging can be
-configured before TensorFlow loads.
+configured before TensorFlow loads. ``import spatial_tf`` does configure it when you have
+not: TensorFlow imported afterwards starts without its C++ start-up lines (the oneDNN and
+CPU-instruction notices), as on the command line. To see them, set
+``SPATIAL_TF_VERBOSE=1`` or ``TF_CPP_MIN_LOG_LEVEL`` (e.g. 0) before ``import spatial_tf``.
 
 >>> spatial_tf.topology.synthetic("v3-8").name
 'v3-8'
@@ -80,3 +83,12 @@ def _require_tensorflow():
             "pip install 'spatial-tf[cpu]' on a CPU machine, 'spatial-tf[gpu]' with CUDA; "
             "on a Cloud TPU VM keep its tensorflow-tpu build and install 'spatial-tf[tpu]'."
         ) from e
+
+
+def _quiet_start():
+    """TensorFlow, when imported after this package, starts as quietly as the command line
+    (``spatial_tf.logs.quiet_tensorflow_start``; imports no TensorFlow)."""
+    importlib.import_module("spatial_tf.logs").quiet_tensorflow_start()
+
+
+_quiet_start()

@@ -12,6 +12,12 @@ records below ERROR are dropped in the same span.
 One switch shows everything: set the environment variable ``SPATIAL_TF_VERBOSE=1``
 (read at every call, so setting it in a running notebook works).
 
+``import spatial_tf`` calls ``quiet_tensorflow_start()``: a script's own ``import
+tensorflow`` after it starts as quietly as the command line (``TF_CPP_MIN_LOG_LEVEL=2``,
+and the start-up lines, the oneDNN notice and the CPU-instruction notice, filtered as
+above), unless ``SPATIAL_TF_VERBOSE=1`` or ``TF_CPP_MIN_LOG_LEVEL`` was set first or
+TensorFlow was already imported. It does not import TensorFlow.
+
 >>> import os, sys
 >>> with quiet():
 ...     _ = os.write(2, b"W1123 09:34:34.858641 5551 sharding_propagation.cc:3132] GSPMD...\\n")
@@ -21,6 +27,8 @@ True
 False
 """
 import contextlib
+import importlib.abc
+import importlib.util
 import logging
 import os
 import re
@@ -29,7 +37,7 @@ import tempfile
 import threading
 
 __all__ = ["VERBOSE_ENV", "verbose", "quiet", "is_log_noise", "without_noise",
-           "start_tensorflow"]
+           "start_tensorflow", "quiet_tensorflow_start"]
 
 VERBOSE_ENV = "SPATIAL_TF_VERBOSE"
 
@@ -163,3 +171,58 @@ def start_tensorflow():
 
         tf.config.list_logical_devices()
     return tf
+
+
+# TensorFlow's own switch for its C++ log lines: 2 keeps errors, drops info and warnings
+TF_LOG_ENV = "TF_CPP_MIN_LOG_LEVEL"
+
+
+def quiet_tensorflow_start() -> bool:
+    """Make a later ``import tensorflow`` as quiet as the command line's; return whether it
+    will be.
+
+    Unless ``SPATIAL_TF_VERBOSE=1`` or ``TF_CPP_MIN_LOG_LEVEL`` is set (the user's choice)
+    or TensorFlow is imported already: sets ``TF_CPP_MIN_LOG_LEVEL=2`` (TensorFlow's C++
+    info and warning lines off, errors kept) and runs the first ``import tensorflow`` inside
+    ``quiet()``, which drops the start-up lines that setting does not (the oneDNN notice).
+    Imports nothing itself.
+    """
+    if verbose() or TF_LOG_ENV in os.environ or "tensorflow" in sys.modules:
+        return False
+    os.environ[TF_LOG_ENV] = "2"
+    if not any(isinstance(f, _QuietImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietImport("tensorflow"))
+    return True
+
+
+class _QuietImport(importlib.abc.MetaPathFinder):
+    """Finds module ``name`` as the other finders do, once, and executes it in ``quiet()``."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)  # once: the real finders take it from here
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """``loader``, its module executed inside ``quiet()``; the module keeps ``loader``."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = self.loader
+        module.__spec__.loader = self.loader
+        with quiet():
+            self.loader.exec_module(module)

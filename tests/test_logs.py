@@ -129,3 +129,47 @@ def test_verbose_shows_the_alarm(capfd, monkeypatch):
     with logs.quiet():
         os.write(2, ALARM)
     assert capfd.readouterr().err == ALARM.decode()
+
+
+# A script of the user's own: spatial_tf imported first, then TensorFlow, then an op
+USER_SCRIPT = "import spatial_tf, tensorflow as tf; tf.constant(1)"
+TF_ALONE = "import tensorflow as tf; tf.constant(1)"
+
+
+def run_python(code, **env):
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("TF_CPP_MIN_LOG_LEVEL", logs.VERBOSE_ENV)}
+    environ.update(PYTHONPATH=REPO, **env)
+    result = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                            text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def start_up_lines(stderr):
+    """TensorFlow's start-up log lines, as ``file.cc`` names (time stamps differ by run)."""
+    import re
+
+    return sorted(re.findall(r"^[IW]\d{4} [\d:. ]+ +\d+ ([\w./-]+):\d+\] ", stderr, re.M))
+
+
+def test_tensorflow_imported_after_spatial_tf_starts_quietly():
+    baseline = start_up_lines(run_python(TF_ALONE).stderr)
+    if not baseline:
+        pytest.skip("this TensorFlow build prints no start-up lines")
+    assert run_python(USER_SCRIPT).stderr == ""
+
+
+@pytest.mark.parametrize("env", [{logs.VERBOSE_ENV: "1"}, {"TF_CPP_MIN_LOG_LEVEL": "0"}],
+                         ids=["SPATIAL_TF_VERBOSE=1", "TF_CPP_MIN_LOG_LEVEL=0"])
+def test_the_users_switch_brings_the_start_up_lines_back(env):
+    baseline = start_up_lines(run_python(TF_ALONE).stderr)
+    assert start_up_lines(run_python(USER_SCRIPT, **env).stderr) == baseline
+
+
+@pytest.mark.parametrize("env, expected", [({}, "2"), ({"TF_CPP_MIN_LOG_LEVEL": "1"}, "1"),
+                                           ({logs.VERBOSE_ENV: "1"}, "None")])
+def test_import_sets_tensorflows_log_level_only_when_the_user_has_not(env, expected):
+    code = ("import os, sys, spatial_tf; "
+            "print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'), 'tensorflow' in sys.modules)")
+    assert run_python(code, **env).stdout == f"{expected} False\n"
