@@ -11,7 +11,7 @@ entropy, the split that keeps a reshape contiguous, or the general advice.
 >>> contiguous_spec([2, 32, 32, 4], [2, 4096], 4)
 [1, 4, 1, 1]
 """
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from spatial_tf import layer_kinds
 from spatial_tf.emulator.diagnose import op_source
@@ -51,6 +51,14 @@ _OTHER_CONVOLUTION = (
     "at this level (typically a deep, downsampled level split as many ways as the "
     "input), and partition_friendly has no halo form for it. Fix: split fewer ways, or "
     "split an axis that stays large at this level."
+)
+
+_SMALL_LEVEL = (
+    "at this level the convolution's input is {shape} with a {window} window, so a piece "
+    "split across the cores is smaller than the window and XLA gathers the whole level "
+    "on every core (partition_friendly cannot change that). Fix: split fewer ways at "
+    "this level (a spatial_tf.layers.Split with a smaller spec, or Replicate, before "
+    "the layer), or split an axis that stays large here."
 )
 
 _CROSS_ENTROPY = (
@@ -97,6 +105,11 @@ def explain(kind: str, source, num_cores: int, op_name: str = "",
     if remedy == "fused batch norm":
         return FUSED_BATCH_NORM
     if remedy == "convolution":
+        level = _level_and_window(op)
+        if level is not None and any(1 < s < 2 * w for s, w in zip(*level) if w > 1):
+            shape, window = level
+            return _SMALL_LEVEL.format(shape="x".join(map(str, shape)),
+                                       window="x".join(map(str, window)))
         what = _convolution_kind(op)
         return _PLAIN_CONVOLUTION if what is None else _OTHER_CONVOLUTION.format(what=what)
     loss = _cross_entropy(op)
@@ -146,6 +159,20 @@ def _convolution_kind(op) -> Optional[str]:
     if any(d != 1 for d in dilations):
         return "dilated"
     return None
+
+
+def _level_and_window(op) -> Optional[Tuple[List[int], List[int]]]:
+    """The spatial shape of a convolution's input (or of its gradient's) and its window,
+    None where they are not static."""
+    if "BackpropInput" in op.type:  # its result has the input's shape
+        sizes, window = _static_shape(op.outputs[0]), _static_shape(op.inputs[1])
+    elif "BackpropFilter" in op.type:  # its result has the kernel's shape
+        sizes, window = _static_shape(op.inputs[0]), _static_shape(op.outputs[0])
+    else:  # (input, kernel)
+        sizes, window = _static_shape(op.inputs[0]), _static_shape(op.inputs[1])
+    if sizes is None or window is None or len(sizes) != len(window):
+        return None
+    return [int(s) for s in sizes[1:-1]], [int(w) for w in window[:-2]]
 
 
 def _cross_entropy(op) -> Optional[str]:

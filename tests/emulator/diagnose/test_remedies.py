@@ -232,3 +232,57 @@ def test_a_kernel_tiled_by_xla_is_named_as_such_and_whole_gradients_end_it(emula
 ])
 def test_is_kernel_piece(shape, kernel, cores, expected):
     assert remedies.is_kernel_piece(shape, kernel, cores) == expected
+
+
+DEEP = tf.TensorSpec([2, 2, 4, 8])  # a deep, downsampled level
+
+
+def _conv_and_gradients(x, kernel):
+    with tf.GradientTape() as tape:
+        tape.watch([x, kernel])
+        loss = tf.reduce_sum(tf.nn.conv2d(x, kernel, 1, "SAME") ** 2)
+    return tape.gradient(loss, [x, kernel])
+
+
+@pytest.mark.parametrize("op_type", ["Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"])
+def test_a_level_smaller_than_twice_the_window_is_named_with_its_shape(op_type):
+    graph = _graph(_conv_and_gradients, DEEP, tf.TensorSpec([3, 3, 8, 8]))
+    source = op_source.find(graph, _op_named(graph, op_type))
+    text = remedies.explain("all-gather", source, 4)
+    assert text.startswith("at this level the convolution's input is 2x4 with a 3x3 window")
+    assert "Fix: split fewer ways at this level" in text
+    assert "partition_friendly(model) computes" not in text
+
+
+@pytest.mark.parametrize("spec, kernel", [
+    (tf.TensorSpec([2, 6, 6, 8]), [3, 3, 8, 8]),  # 6 = twice the window: pieces can hold it
+    (tf.TensorSpec([2, 2, 4, 8]), [1, 1, 8, 8]),  # a 1x1 window needs no neighbours
+])
+def test_a_level_large_enough_for_its_window_keeps_the_convolution_fix(spec, kernel):
+    graph = _graph(lambda x: tf.nn.conv2d(x, tf.ones(kernel), 1, "SAME"), spec)
+    source = op_source.find(graph, _op_named(graph, "Conv2D"))
+    assert remedies.explain("all-gather", source, 4).startswith(
+        "the kernel gradient of this stride-1 convolution")
+
+
+@pytest.mark.emulator
+def test_after_partition_friendly_a_deep_levels_gather_names_the_level(emulators):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((16, 16, 4))
+    x = spatial_tf.layers.Split([1, 2, 2, 1])(inputs)
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(x)
+    x = keras.layers.MaxPooling2D(8)(x)  # a 2x2 level, split 2x2 ways
+    x = keras.layers.Conv2D(8, 3, padding="same")(x)
+    model = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(x))
+    spatial_tf.layers.partition_friendly(model, warn=False)
+
+    def step(images):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(images) ** 2)
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    warnings = emulators(4).report(step, args=(tf.ones([2, 16, 16, 4]),)).warnings
+    assert warnings, "the 2x2 level is gathered"
+    for warning in warnings:
+        assert "at this level the convolution's input is 2x2 with a 3x3 window" in warning
+        assert "test_remedies.py" in warning  # the user's line, not spatial_tf's
