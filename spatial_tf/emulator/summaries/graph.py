@@ -39,21 +39,37 @@ import tensorflow as tf
 from spatial_tf.emulator.compile.errors import CompileError
 from spatial_tf.emulator.compile.handles import HandleVariable
 from spatial_tf.emulator.summaries.branch import empty_branch, host_branch
-from spatial_tf.emulator.summaries.parts import INPUT, Split, Write, inputs_used, node_name
+from spatial_tf.emulator.summaries.parts import (INPUT, HostRun, Split, Write, inputs_used,
+                                                 node_name)
 
 __all__ = ["split", "SUMMARY_OPS"]
 
 WRITE, FLUSH = "WriteSummary", "FlushSummaryWriter"
-# summary ops the emulator does not move to the host (tf.compat.v1/contrib-style writes,
-# writers created or closed inside the step)
-UNSUPPORTED = frozenset({
+# TensorFlow's other write ops (tf.compat.v1 / contrib-style summaries, summary_ops_v2):
+# run again on the host with the values the step computed
+RAW_WRITES = frozenset({
     "WriteScalarSummary", "WriteHistogramSummary", "WriteImageSummary",
     "WriteAudioSummary", "WriteRawProtoSummary", "WriteGraphSummary", "ImportEvent",
+})
+WRITES = RAW_WRITES | {WRITE}
+# writers created or closed inside the step: refused
+UNSUPPORTED = frozenset({
     "SummaryWriter", "CreateSummaryFileWriter", "CreateSummaryDbWriter",
     "CloseSummaryWriter",
 })
-SUMMARY_OPS = UNSUPPORTED | {WRITE, FLUSH}
+SUMMARY_OPS = UNSUPPORTED | WRITES | {FLUSH}
 _CONDS = ("If", "StatelessIf")
+# what each op that runs functions is, for messages
+_CONSTRUCTS = {
+    "If": "a tf.cond", "StatelessIf": "a tf.cond", "Case": "a tf.switch_case",
+    "StatelessCase": "a tf.switch_case",
+    "While": "a tf.while_loop (or a Python loop over tensors)",
+    "StatelessWhile": "a tf.while_loop (or a Python loop over tensors)",
+    "PartitionedCall": "a nested tf.function", "StatefulPartitionedCall": "a nested tf.function",
+}
+# ops that change variables: a construct holding them is not run again on the host
+_UPDATES = ("Assign", "ResourceApply", "ResourceSparseApply", "ResourceScatter",
+            "ResourceStridedSliceAssign", "DestroyResourceOp")
 _FETCH = "spatial_tf_summary_fetch_{}"  # host results, one per written value
 
 
@@ -88,6 +104,7 @@ def split(graph, outputs, trace_writer, host_step, arguments=None, name=None):
         transfers.append(cut.pad())
         specs.append(tf.TensorSpec([], tf.int32))
     roots = [t.op.name for t in outputs] + [op.name for op in graph.control_outputs]
+    cut.check_host_results([f"{t.op.name}:{t.value_index}" for t in outputs])
     device = cut.device(roots + [node_name(t) for t in transfers])
     used = inputs_used(device) | {node_name(t) for t in transfers}
     return Split(
@@ -146,34 +163,34 @@ class _Cut:
         self.fetches: List[Any] = []
         self.writes: List[Any] = []
         self._read_specs = {}
+        self.host_ops = {}  # name -> construct of the ops run again on the host
+        self.host_writers = {}  # writer handle id (None: the run's default) -> placeholder
+        self._host_id = f"{id(self):x}"
         flushed = []
         for op in graph.get_operations():
             node = self.nodes[op.name]
-            if op.type == WRITE:
+            if op.type in WRITES:
                 self._write(op)
             elif op.type == FLUSH:
                 flushed.append(self._writer(op.inputs[0], op))
                 self.replaced[op.name] = _no_op(node)
             elif op.type in UNSUPPORTED:
                 raise _unsupported(
-                    self.name, op.type, op.name, "is a summary op the emulator cannot run "
-                    "on the host after the step (it moves tf.summary.write, scalar, "
-                    "histogram, image, text and audio, and flushes)",
-                    "create and close summary writers outside the step, and write with "
-                    "tf.summary.* (TensorFlow 2) calls inside it")
-            elif op.type in _CONDS and self._has(node.attr["then_branch"].func.name, WRITE,
-                                                 direct=True):
+                    self.name, op.type, op.name, "creates or closes a summary writer "
+                    "inside the step; the emulator writes the step's summaries on the "
+                    "host after it ran, with writers made outside it",
+                    "create and close summary writers outside the step (entering one "
+                    "with writer.as_default() inside the step works)")
+            elif op.type in _CONDS and self._simple_cond(op, node):
                 self._cond(op, node)
             elif any(self._has(f) for f in _called(node, self.library)):
-                raise _unsupported(
-                    self.name, op.type, op.name, "holds a tf.summary call inside a loop, a "
-                    "tf.cond or a nested tf.function; the emulator writes the step's "
-                    "summaries on the host after it ran and reaches them only at the "
-                    "step's top level",
-                    "call tf.summary.* at the top level of the step (decide whether to "
-                    "record with tf.summary.record_if(condition) around it, which works)")
+                self._host_op(op, node)
         for w in self.writes:
-            w.flushed = any(w.writer is f for f in flushed if f is not None)
+            if isinstance(w, HostRun):
+                w.flushed = [h for _, h in w.writers
+                             if h is not None and any(h is f for f in flushed)]
+            else:
+                w.flushed = any(w.writer is f for f in flushed if f is not None)
 
     # ------------------------------------------------------------ what is where
 
@@ -223,6 +240,8 @@ class _Cut:
                 self.name, op.type, op.name, "needs the resource "
                 f"'{tensor.name}' to write a summary", "compute the summary's value as a "
                 "tensor in the step")
+        if tensor.op.name in self.host_ops:
+            self.check_host_results([tensor.name])
         if tensor.dtype != tf.string:
             return self._transfer(tensor)
         self._copy(tensor.op)
@@ -275,18 +294,35 @@ class _Cut:
     # ------------------------------------------------------------ writes
 
     def _write(self, op):
-        """A write at the step's top level: its step and value computed in the program."""
-        writer, step, value, tag, metadata = op.inputs
-        host_step = self._is_host_step(self.nodes[step.op.name])
-        self.writes.append(Write(
-            writer=self._writer(writer, op),
-            tag=self._fetch(self._host_value(tag, op), tf.string),
-            value=self._fetch(self._host_value(value, op), value.dtype),
-            step=self._fetch(self._transfer(step) if not host_step else
-                             self._const_step(), tf.int64),
-            metadata=self._fetch(self._host_value(metadata, op), tf.string),
-            host_step=host_step,
-        ))
+        """A write at the step's top level: its step and values computed in the program
+        (strings on the host), the write itself made on the host after the step."""
+        inputs = dict(zip([a.name for a in op.op_def.input_arg], op.inputs))
+        writer, step = inputs.pop("writer"), inputs.pop("step", None)
+        host_step = step is not None and self._is_host_step(self.nodes[step.op.name])
+        at = None
+        if step is not None:
+            at = self._fetch(self._const_step() if host_step else self._transfer(step),
+                             tf.int64)
+        if op.type == WRITE:
+            self.writes.append(Write(
+                writer=self._writer(writer, op),
+                tag=self._fetch(self._host_value(inputs["tag"], op), tf.string),
+                value=self._fetch(self._host_value(inputs["tensor"], op),
+                                  inputs["tensor"].dtype),
+                step=at,
+                metadata=self._fetch(self._host_value(inputs["summary_metadata"], op),
+                                     tf.string),
+                host_step=host_step,
+            ))
+        else:  # WriteScalarSummary, ...: the same op again on the host
+            self.writes.append(Write(
+                writer=self._writer(writer, op), tag=None, value=None, step=at,
+                metadata=None, host_step=host_step, op=op.type,
+                args={name: self._fetch(self._host_value(t, op), t.dtype)
+                      for name, t in inputs.items()},
+                attrs={a.name: op.get_attr(a.name) for a in op.op_def.attr
+                       if a.type != "type"},
+            ))
         self.replaced[op.name] = _no_op(self.nodes[op.name])
 
     def _const_step(self):
@@ -304,7 +340,6 @@ class _Cut:
         program where the cond stood, and the branch runs on the host without its
         write."""
         then = self.library[node.attr["then_branch"].func.name]
-        self._check_cond(op, node, then)
         host_inputs, host_types, writers, reads = self._cond_inputs(op, then)
         device_reads = self._device_reads(op, node, reads, host_inputs, host_types)
         branch, writes = host_branch(then, [r for r, _ in reads], self.host_step)
@@ -327,15 +362,29 @@ class _Cut:
         stand_in.attr["T"].type = tf.bool.as_datatype_enum
         self.replaced[op.name] = stand_in
 
-    def _check_cond(self, op, node, then):
-        """Refuse a cond whose other branch, or a function it calls, writes too."""
+    def _simple_cond(self, op, node):
+        """A cond that ``tf.summary.write`` made (``record_if`` with a tensor, or a
+        replica's "replica 0 only"): ``tf.summary.write`` s directly in its true branch,
+        nothing to write in its false one, and resources used in it only by its writes
+        and by variable reads; its one result is whether it recorded. Other conds
+        holding summaries run on the host whole."""
+        then = self.library.get(node.attr["then_branch"].func.name)
+        if then is None or not self._has(then.signature.name, WRITE, direct=True) or \
+                list(node.attr["Tout"].list.type) != [tf.bool.as_datatype_enum]:
+            return False  # its one result: whether it recorded
         if self._has(node.attr["else_branch"].func.name) or any(
                 n.op in SUMMARY_OPS - {WRITE} for n in then.node_def) or any(
                 self._has(f) for n in then.node_def for f in _called(n, self.library)):
-            raise _unsupported(
-                self.name, op.type, op.name, "is a cond with tf.summary calls in both "
-                "branches or nested inside", "call tf.summary.* at the top level of the "
-                "step, under tf.summary.record_if(condition)")
+            return False
+        args = [a.name for a in then.signature.input_arg]
+        for arg, tensor in zip(args, op.inputs[1:]):
+            if tensor.dtype != tf.resource:
+                continue
+            for user in (n for n in then.node_def if arg in n.input):
+                if not ((user.op == WRITE and user.input[0] == arg)
+                        or user.op == "ReadVariableOp"):
+                    return False
+        return True
 
     def _cond_inputs(self, op, then):
         """``(host_inputs, host_types, writers, reads)`` of a cond: its condition and
@@ -399,6 +448,147 @@ class _Cut:
         host.attr["else_branch"].func.name = otherwise.signature.name
         self.host_nodes[op.name] = host
 
+    # ------------------------------------------------------------ constructs on the host
+
+    def _host_op(self, op, node):
+        """A cond, loop or nested function holding summary ops: run whole on the host
+        after the step, as TPUStrategy runs its summary ops on the host where they
+        stand (a loop's in every iteration). Its inputs are transferred, the variables
+        it reads are read in the program where it stood (and given to it on the host
+        as variables of the host's own), and its writes go to the writers it was given.
+        In the program it is a ``NoOp`` after those reads."""
+        construct = _CONSTRUCTS.get(op.type, f"a {op.type} op")
+        self._check_host_run(op, construct, _called(node, self.library))
+        inputs, controls, reads, writers = [], [], [], []
+        for k, tensor in enumerate(op.inputs):
+            if tensor.dtype != tf.resource:
+                inputs.append(self._host_value(tensor, op))
+                continue
+            capture = self.captures.get(tensor.op.name)
+            if tensor.op.type == "Placeholder" and capture is not None and \
+                    _is_variable(capture):
+                read, value = self._device_read(op, node, tensor, capture, k)
+                reads.append(read)
+                handle, assign = self._host_variable(op, k, capture, value)
+                inputs.append(handle)
+                controls.append(f"^{assign}")
+                continue
+            writer = self._writer(tensor, op)
+            key = None if writer is None else id(writer)
+            if key not in self.host_writers:
+                placeholder = tf.compat.v1.NodeDef(
+                    name=f"spatial_tf_summary_writer_{len(self.host_writers)}",
+                    op="Placeholder")
+                placeholder.attr["dtype"].type = tf.resource.as_datatype_enum
+                self.host_nodes[placeholder.name] = placeholder
+                self.host_writers[key] = (placeholder.name, writer)
+            if self.host_writers[key] not in writers:
+                writers.append(self.host_writers[key])
+            inputs.append(f"{self.host_writers[key][0]}:0")
+        host = tf.compat.v1.NodeDef()
+        host.CopyFrom(node)
+        host.device = ""
+        del host.input[:]
+        host.input.extend(inputs + controls)
+        self.host_nodes[op.name] = host
+        for f in _called(node, self.library):
+            self._host_library(f)
+        done = tf.compat.v1.NodeDef(name=f"{op.name}/spatial_tf_done", op="Const",
+                                    input=[f"^{op.name}"])
+        done.attr["dtype"].type = tf.bool.as_datatype_enum
+        done.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(True))
+        self.host_nodes[done.name] = done
+        self.writes.append(HostRun(op=op.name, construct=construct, done=f"{done.name}:0",
+                                   writers=writers))
+        self.host_ops[op.name] = construct
+        self.replaced[op.name] = tf.compat.v1.NodeDef(
+            name=op.name, op="NoOp",
+            input=[i for i in node.input if i.startswith("^")] + [f"^{r}" for r in reads])
+
+    def _check_host_run(self, op, construct, functions):
+        """Refuse a construct the host cannot run again: one that changes variables,
+        or writes with the default step of the host (none set while tracing)."""
+        seen, stack = set(), list(functions)
+        while stack:
+            name = stack.pop()
+            if name in seen or name not in self.library:
+                continue
+            seen.add(name)
+            for n in self.library[name].node_def:
+                stack.extend(_called(n, self.library))
+                if n.op.startswith(_UPDATES):
+                    raise _unsupported(
+                        self.name, op.type, op.name, f"is {construct} holding tf.summary "
+                        f"calls that also changes variables ({n.op} '{n.name}'); the "
+                        f"emulator writes such summaries by running {construct} again "
+                        f"on the host after the step, which must not change the "
+                        f"variables twice",
+                        f"keep only the summary calls and what they log inside "
+                        f"{construct}, and update the variables outside it (or return the "
+                        f"values to log from the step and write them after strategy.run)")
+                if n.op in UNSUPPORTED:
+                    raise _unsupported(
+                        self.name, n.op, n.name, f"creates or closes a summary writer inside "
+                        f"{construct} of the step ('{op.name}'); the emulator writes the "
+                        f"step's summaries on the host after it ran, with writers made "
+                        f"outside it", "create and close summary writers outside the step "
+                        "(entering one with writer.as_default() inside the step works)")
+                if self._is_host_step(n):
+                    raise _unsupported(
+                        self.name, op.type, op.name, f"is {construct} holding a tf.summary "
+                        f"call with no step, traced where no default step was set; the "
+                        f"emulator runs {construct} again on the host after the step and "
+                        f"needs its step when the step is traced",
+                        "pass step= to the summary call, or set a default step before the "
+                        "step is traced (writer.as_default(step=...) or "
+                        "tf.summary.experimental.set_step(step) around strategy.run)")
+
+    def _device_read(self, op, node, tensor, capture, k):
+        """A read of the variable ``tensor`` in the program where ``op`` stood:
+        ``(its node name, the host's reference to its value)``."""
+        variable = HandleVariable.from_handle(capture)
+        name = f"{op.name}/spatial_tf_read_{k}"
+        device_node = tf.compat.v1.NodeDef(name=name, op="ReadVariableOp")
+        device_node.input.append(f"{tensor.op.name}:{tensor.value_index}")
+        device_node.input.extend(i for i in node.input if i.startswith("^"))
+        device_node.attr["dtype"].type = variable.dtype.as_datatype_enum
+        self.extra.append(device_node)
+        self._read_specs[f"{name}:0"] = tf.TensorSpec(variable.shape, variable.dtype)
+        return name, self._transfer(f"{name}:0")
+
+    def _host_variable(self, op, k, capture, value):
+        """A variable of the host's own holding ``value`` (a host reference) for input
+        ``k`` of ``op``: ``(its handle, the assignment)``."""
+        variable = HandleVariable.from_handle(capture)
+        handle = tf.compat.v1.NodeDef(name=f"{op.name}/spatial_tf_variable_{k}",
+                                      op="VarHandleOp")
+        handle.attr["dtype"].type = variable.dtype.as_datatype_enum
+        handle.attr["shape"].shape.unknown_rank = True
+        handle.attr["container"].s = b""
+        handle.attr["shared_name"].s = \
+            f"spatial_tf_summary_{self._host_id}_{op.name}_{k}".encode()
+        assign = tf.compat.v1.NodeDef(name=f"{op.name}/spatial_tf_assign_{k}",
+                                      op="AssignVariableOp", input=[f"{handle.name}:0", value])
+        assign.attr["dtype"].type = variable.dtype.as_datatype_enum
+        self.host_nodes[handle.name] = handle
+        self.host_nodes[assign.name] = assign
+        return f"{handle.name}:0", assign.name
+
+    def check_host_results(self, names):
+        """Refuse a construct run on the host whose results ``names`` (device node names
+        and the step's outputs, as ``GraphDef`` references) use."""
+        for ref in names:
+            if not ref.startswith("^") and node_name(ref) in self.host_ops:
+                construct = self.host_ops[node_name(ref)]
+                op_type = self.nodes[node_name(ref)].op
+                raise _unsupported(
+                    self.name, op_type, node_name(ref), f"is {construct} holding tf.summary "
+                    f"calls whose result the step uses ('{ref}'); the emulator writes "
+                    f"such summaries by running {construct} on the host after the step, "
+                    f"and the compiled step cannot wait for it",
+                    f"compute what the step uses outside {construct}, and keep only the "
+                    f"summary calls and what they log inside it")
+
     def pad(self):
         """A zero the program returns to make the transfers pairs."""
         name = "spatial_tf_summary_pad"
@@ -422,6 +612,7 @@ class _Cut:
             if name in keep or name not in nodes:
                 continue
             keep.add(name)
+            self.check_host_results(nodes[name].input)
             stack.extend(node_name(i) for i in nodes[name].input)
         arguments = {t.op.name for t in self.graph.inputs}  # fed by the program's inputs
         device = tf.compat.v1.GraphDef()

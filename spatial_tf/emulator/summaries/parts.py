@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
-__all__ = ["Split", "Write", "handle", "INPUT", "node_name", "inputs_used"]
+__all__ = ["Split", "Write", "HostRun", "handle", "INPUT", "node_name", "inputs_used",
+           "ancestors"]
 
 INPUT = "spatial_tf_summary_input_{}"  # host placeholders, one per transfer
 
@@ -33,6 +34,20 @@ def inputs_used(graph_def):
     return {node_name(i) for n in graph_def.node for i in n.input}
 
 
+def ancestors(graph_def, names):
+    """Names of the nodes of ``graph_def`` that ``names`` (node names) need, themselves
+    included (through data and control inputs)."""
+    nodes = {n.name: n for n in graph_def.node}
+    found, stack = set(), list(names)
+    while stack:
+        name = stack.pop()
+        if name in found or name not in nodes:
+            continue
+        found.add(name)
+        stack.extend(node_name(i) for i in nodes[name].input)
+    return found
+
+
 def handle(writer):
     """The resource handle of a summary writer, as a function using it captures it."""
     def flush():
@@ -43,7 +58,12 @@ def handle(writer):
 
 @dataclasses.dataclass
 class Write:
-    """One ``tf.summary.write`` of the step, as the host writes it.
+    """One summary write of the step, as the host writes it: a ``tf.summary.write``
+    (``op`` ``WriteSummary``), or one of TensorFlow's other write ops
+    (``WriteScalarSummary``, ``WriteHistogramSummary``, ``WriteImageSummary``,
+    ``WriteAudioSummary``, ``WriteRawProtoSummary``, ``WriteGraphSummary``,
+    ``ImportEvent``), run again on the host with ``args`` (input name -> index among the
+    host function's results) and ``attrs`` (its non-type attributes).
 
     ``writer``: the handle of a writer the step made default itself, or None for the one
     default where the step runs. ``tag``, ``value``, ``step``, ``metadata``: indices of
@@ -54,13 +74,43 @@ class Write:
     """
 
     writer: Any
-    tag: int
-    value: int
-    step: int
-    metadata: int
+    tag: Optional[int]
+    value: Optional[int]
+    step: Optional[int]
+    metadata: Optional[int]
     flag: Optional[int] = None
     host_step: bool = False
     flushed: bool = False
+    op: str = "WriteSummary"
+    args: Dict[str, int] = dataclasses.field(default_factory=dict)
+    attrs: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def flushes(self):
+        """The writers to flush after this write (the step's own, flushed in the step)."""
+        return [self.writer] if self.flushed and self.writer is not None else []
+
+
+@dataclasses.dataclass
+class HostRun:
+    """A cond, loop or nested function of the step holding summary ops, run as it is
+    by TensorFlow on the host after the step (TPUStrategy runs such summary ops on the
+    host where they stand): the host part's node ``op`` and its functions, fed with the
+    transfers (its inputs, the variables it reads as they were where it stood) and
+    the writers it writes to. ``writers``: ``(placeholder, handle)`` pairs, the handle
+    None for the writer default where the step runs; ``done``: the host tensor that
+    follows the op; ``flushed``: the step's own writers flushed after it in the step.
+    """
+
+    op: str
+    construct: str
+    done: str
+    writers: List[Any]
+    flushed: List[Any] = dataclasses.field(default_factory=list)
+    writer: Any = None
+    host_step: bool = False
+
+    def flushes(self):
+        return list(self.flushed)
 
 
 @dataclasses.dataclass
@@ -76,7 +126,7 @@ class Split:
     transfers: List[Any]
     host: Any  # GraphDef
     fetches: List[str]
-    writes: List[Write]
+    writes: List[Any]  # Write and HostRun, in the step's order
 
     def program(self, num_args):
         """The step without its summary ops: a ``tf.function(jit_compile=True)`` of
@@ -100,17 +150,34 @@ class Split:
 
         return tf.function(step, jit_compile=True, autograph=False)
 
+    def _wrapped(self):
+        if "wrapped" not in self.__dict__:
+            host = self.host
+
+            def imports():
+                tf.graph_util.import_graph_def(host, name="")
+
+            self.__dict__["wrapped"] = tf.compat.v1.wrap_function(imports, [])
+        return self.__dict__["wrapped"]
+
     def host_function(self):
         """A function of the transfers returning the values ``writes`` index."""
-        host = self.host
-
-        def imports():
-            tf.graph_util.import_graph_def(host, name="")
-
-        wrapped = tf.compat.v1.wrap_function(imports, [])
-        used = [i for i in range(len(self.transfers))
-                if INPUT.format(i) in inputs_used(host)]
+        wrapped = self._wrapped()
+        needed = ancestors(self.host, [node_name(f) for f in self.fetches])
+        used = [i for i in range(len(self.transfers)) if INPUT.format(i) in needed]
         function = wrapped.prune(
             [wrapped.graph.get_tensor_by_name(f"{INPUT.format(i)}:0") for i in used],
             [wrapped.graph.get_tensor_by_name(f) for f in self.fetches])
         return lambda *transfers: function(*[tf.convert_to_tensor(transfers[i]) for i in used])
+
+    def host_run(self, run):
+        """A function of the transfers and the writers' handles (one per
+        ``run.writers``) that runs ``run`` (a ``HostRun``) on the host."""
+        wrapped = self._wrapped()
+        needed = ancestors(self.host, [node_name(run.done)])
+        used = [i for i in range(len(self.transfers)) if INPUT.format(i) in needed]
+        feeds = [wrapped.graph.get_tensor_by_name(f"{INPUT.format(i)}:0") for i in used]
+        feeds += [wrapped.graph.get_tensor_by_name(f"{p}:0") for p, _ in run.writers]
+        function = wrapped.prune(feeds, [wrapped.graph.get_tensor_by_name(run.done)])
+        return lambda transfers, handles: function(
+            *[tf.convert_to_tensor(transfers[i]) for i in used], *handles)

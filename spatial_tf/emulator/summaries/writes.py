@@ -31,6 +31,7 @@ from typing import Any, List
 
 import tensorflow as tf
 
+from spatial_tf._tf_internals import default_summary_writer_handle
 from spatial_tf.emulator.summaries import parts
 
 __all__ = ["HOST_STEP", "ResultPair", "default_writer", "tracing_writer_handle", "pairs",
@@ -38,6 +39,7 @@ __all__ = ["HOST_STEP", "ResultPair", "default_writer", "tracing_writer_handle",
 
 # the default step while tracing when none is set: such writes take the host's
 HOST_STEP = -(2 ** 63)
+WRITE = "WriteSummary"
 _LOGDIR = "ram://spatial_tf/summaries_while_tracing"  # TensorFlow's in-memory file system
 _lock = threading.Lock()
 _tracing_writer: List[Any] = []  # [writer, its handle or None], made at first use
@@ -82,17 +84,48 @@ class _HostWrites:
     def __init__(self, cut):
         self.cut = cut
         self._function = None
+        self._runs = {}
 
     def write(self, transfers):
         if self._function is None:
             self._function = self.cut.host_function()
-        results = self._function(*transfers)
-        written = [_write(w, results) for w in self.cut.writes]
-        flushed = {id(w.writer): w.writer for w in self.cut.writes if w.flushed}
+        results = self._function(*transfers) if self.cut.fetches else []
+        written = []
+        for w in self.cut.writes:  # in the step's order
+            if isinstance(w, parts.HostRun):
+                written.append(self._run(w, transfers))
+            else:
+                written.append(_write(w, results))
+        flushed = {id(h): h for w in self.cut.writes for h in w.flushes()}
         if flushed:
             with tf.control_dependencies([w for w in written if w is not None]):
                 written += [tf.raw_ops.FlushSummaryWriter(writer=h) for h in flushed.values()]
-        return written
+        return [w for w in written if w is not None]
+
+    def _run(self, run, transfers):
+        """Run a cond, loop or nested function of the step on the host; None when it
+        writes to the writer default where the step runs and none is."""
+        handles = []
+        for _, handle in run.writers:
+            if handle is None:
+                handle = default_summary_writer_handle()
+                if handle is None:
+                    return None
+            handles.append(handle)
+        if run.op not in self._runs:
+            self._runs[run.op] = self.cut.host_run(run)
+        function = self._runs[run.op]
+
+        def execute():  # its result, so that a graph keeps the call
+            return tf.identity(tf.nest.flatten(function(transfers, handles))[0])
+
+        if any(h is None for _, h in run.writers):  # the run's record_if holds
+            record = tf.summary.should_record_summaries()
+            known = _static_bool(record)
+            if known is not None:  # decided here (a cond around the call would be too)
+                return execute() if known else None
+            return tf.cond(record, execute, lambda: tf.constant(False))
+        return execute()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +158,8 @@ def check_steps(recorded) -> None:
     ``ResultPair`` s) will need a default step that is not set, so that the step is not
     run, and its variables not updated, for a write that must fail."""
     if recorded and tf.summary.experimental.get_step() is None and any(
-            w.writer is not None and w.host_step for w in recorded[0].host.cut.writes):
+            w.writer is not None and w.host_step for w in recorded[0].host.cut.writes
+            if isinstance(w, parts.Write)):
         raise ValueError(
             "A tf.summary call in the step wrote to the summary writer the step made "
             "default, with no step: none was passed, and no default step was set where "
@@ -133,13 +167,39 @@ def check_steps(recorded) -> None:
             "call, or enter the writer with writer.as_default(step=...).")
 
 
-def _write(w, results):
-    tag, value, metadata = results[w.tag], results[w.value], results[w.metadata]
+def _static_bool(t):
+    """The value of the boolean tensor ``t`` if it is known now (a constant, or the
+    ``LogicalAnd`` of constants ``tf.summary.should_record_summaries`` makes), else None."""
+    known = tf.get_static_value(t)
+    if known is not None or tf.executing_eagerly() or t.op.type != "LogicalAnd":
+        return None if known is None else bool(known)
+    parts_known = [tf.get_static_value(i) for i in t.op.inputs]
+    return None if any(k is None for k in parts_known) else all(bool(k) for k in parts_known)
 
+
+def _write(w, results):
     def record():  # the step is a scalar when the cond recorded (empty when not)
-        step = None if w.host_step else tf.reshape(results[w.step], [])
+        step = None if w.host_step or w.step is None else tf.reshape(results[w.step], [])
         if w.writer is None:  # the writer default where the step runs
-            return tf.summary.write(tag, value, step=step, metadata=metadata)
+            if w.op == WRITE:
+                return tf.summary.write(results[w.tag], results[w.value], step=step,
+                                        metadata=results[w.metadata])
+            handle = default_summary_writer_handle()
+            if handle is None:
+                return tf.constant(False)
+            return tf.cond(tf.summary.should_record_summaries(),
+                           lambda: _again(w, results, handle, step),
+                           lambda: tf.constant(False))
+        return _again(w, results, w.writer, step)
+
+    if w.flag is None:
+        return record()
+    return tf.cond(results[w.flag], record, lambda: tf.constant(False))
+
+
+def _again(w, results, writer, step):
+    """The write op ``w`` stands for, made again with ``writer`` and ``step``."""
+    if w.step is not None:
         at = step if step is not None else tf.summary.experimental.get_step()
         if at is None:  # check_steps refuses this before the step runs
             raise ValueError(
@@ -147,11 +207,14 @@ def _write(w, results):
                 "default, with no step: none was passed, and no default step was set "
                 "where the step was traced or where it runs. Fix: pass step= to the "
                 "summary call, or enter the writer with writer.as_default(step=...).")
-        op = tf.raw_ops.WriteSummary(writer=w.writer, step=tf.cast(at, tf.int64),
-                                     tensor=value, tag=tag, summary_metadata=metadata)
-        with tf.control_dependencies([op]):
-            return tf.constant(True)
-
-    if w.flag is None:
-        return record()
-    return tf.cond(results[w.flag], record, lambda: tf.constant(False))
+        args = {"step": tf.cast(at, tf.int64)}
+    else:
+        args = {}
+    if w.op == WRITE:
+        args.update(tensor=results[w.value], tag=results[w.tag],
+                    summary_metadata=results[w.metadata])
+    else:
+        args.update({name: results[i] for name, i in w.args.items()}, **w.attrs)
+    op = getattr(tf.raw_ops, w.op)(writer=writer, **args)
+    with tf.control_dependencies([op]):
+        return tf.constant(True)
