@@ -12,7 +12,7 @@ it, ``fig.savefig(path)`` writes it.
 """
 import numpy as np
 
-__all__ = ["slices_figure", "memory_figure"]
+__all__ = ["slices_figure", "memory_figure", "clip_layout_figure", "clip_cores"]
 
 _MEMORY_KINDS = ("argument", "temp", "output")
 _AXES = "DHW"  # the library's names of a [D, H, W] volume's axes
@@ -137,4 +137,95 @@ def memory_figure(report, title: str = ""):
     ax.set_title(title or f"{report.function}: memory per core", fontsize=9)
     ax.legend()
     fig.tight_layout()
+    return fig
+
+
+def clip_cores(shape, spec, example: int = 0):
+    """Which logical core holds each pixel of one example of a ``[B, T, H, W, C]`` clip.
+
+    Returns an int array ``[T, H, W]`` of core ids (row-major over the spec's tiling, as
+    ``TPUStrategy`` and ``spatial_tf.split`` number them).
+
+    >>> clip_cores((2, 4, 2, 2, 3), [1, 2, 1, 2, 1])[:, 0, :].tolist()   # frames x columns
+    [[0, 1], [0, 1], [2, 3], [2, 3]]
+    """
+    from spatial_tf.spec import Tile
+
+    shape = tuple(int(d) for d in shape)
+    dims = tuple(int(d) for d in (spec.dims if isinstance(spec, Tile) else spec))
+    if len(shape) != 5 or len(dims) != 5:
+        raise ValueError(f"clip_cores: shape {list(shape)} and spec {list(dims)}; expected "
+                         f"both of rank 5, [batch, frames, height, width, channels]. Fix: "
+                         f"e.g. spec [1, 2, 2, 1, 1] for a (2, 16, 64, 64, 3) clip")
+    if dims[4] != 1:
+        raise ValueError(f"clip_cores: spec {list(dims)} splits the channels, so every pixel "
+                         f"is on {dims[4]} cores. Expected 1 on the last axis. Fix: split "
+                         f"frames, height or width")
+    for axis, (size, count) in enumerate(zip(shape, dims)):
+        if count < 1 or size % count:
+            raise ValueError(f"clip_cores: axis {axis} has size {size}, which {count} pieces do "
+                             f"not divide. Fix: a split count that divides {size}")
+    if not 0 <= example < shape[0]:
+        raise ValueError(f"clip_cores: example {example}; expected 0..{shape[0] - 1}")
+    ids = np.arange(int(np.prod(dims))).reshape(dims)[example // (shape[0] // dims[0]), ..., 0]
+    for axis in range(3):
+        ids = np.repeat(ids, shape[axis + 1] // dims[axis + 1], axis=axis)
+    return ids
+
+
+def clip_layout_figure(clip, spec, *, example: int = 0, frames=None, title: str = ""):
+    """A clip's frames side by side, each pixel coloured by the core that holds it.
+
+    Args:
+      clip: a ``[B, T, H, W, C]`` array (its first channel is drawn in grey under the
+        colours) or just its shape.
+      spec: the clip's split counts, e.g. ``[1, 2, 2, 1, 1]`` (frames in 2, rows in 2).
+      example: which example of the batch (a batch split puts examples on other cores).
+      frames: the frame indices to draw (default: all, or 8 spread over the clip).
+      title: the figure's title (default: the spec and what the colours mean).
+
+    The legend gives each core's frames, rows and columns (ranges include both ends).
+    """
+    array = None
+    if hasattr(clip, "shape") and np.ndim(clip) == 5:
+        array = np.asarray(clip)
+        shape = array.shape
+    else:
+        shape = tuple(int(d) for d in clip)
+    cores = clip_cores(shape, spec, example)
+    count = int(np.prod([int(d) for d in (getattr(spec, "dims", None) or spec)]))
+    total = shape[1]
+    if frames is None:
+        frames = range(total) if total <= 8 else sorted({int(round(f)) for f in
+                                                         np.linspace(0, total - 1, 8)})
+    frames = list(frames)
+    for f in frames:
+        if not 0 <= f < total:
+            raise ValueError(f"clip_layout_figure: frame {f}; expected 0..{total - 1}")
+    plt = _pyplot()
+    from matplotlib.patches import Patch
+
+    cmap = plt.get_cmap("tab10" if count <= 10 else "tab20")
+    fig, axes = plt.subplots(1, len(frames), figsize=(1.9 * len(frames) + 0.4, 2.9),
+                             squeeze=False)
+    for ax, f in zip(axes[0], frames):
+        if array is not None:
+            ax.imshow(array[example, f, :, :, 0], cmap="gray")
+        ax.imshow(cores[f], cmap=cmap, vmin=-0.5, vmax=cmap.N - 0.5,
+                  alpha=0.45 if array is not None else 1.0, interpolation="nearest")
+        ax.set_title(f"frame {f}", fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    handles = []
+    for k in np.unique(cores):
+        t, h, w = (np.nonzero((cores == k).any(axis=tuple(a for a in range(3) if a != axis)))[0]
+                   for axis in range(3))
+        handles.append(Patch(color=cmap(int(k)), label=f"core {k}: frames {t[0]}-{t[-1]}, "
+                             f"rows {h[0]}-{h[-1]}, columns {w[0]}-{w[-1]}"))
+    fig.suptitle(title or f"split {list(getattr(spec, 'dims', None) or spec)} on {count} "
+                 f"cores: example {example}'s pixels coloured by the core holding them",
+                 fontsize=9)
+    fig.legend(handles=handles, loc="lower center", ncol=2 if len(handles) > 2 else 1,
+               fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * ((len(handles) + 1) // 2 + 1), 1, 0.95))
     return fig
