@@ -13,7 +13,10 @@ finds those ops by type in the graph's ``GraphDef`` and returns a
   read), so control edges and the rest of the step stay as they were; its extra results
   (the *transfers*) are the numeric inputs of the summaries: steps, values, conditions;
 - the host part: what must run outside XLA (string ops such as ``EncodePng``, each cond
-  with its branch rewritten by ``summary_branch``), computed from the transfers.
+  with its branch rewritten by ``summaries.branch``), computed from the transfers; and
+  each other cond, loop or nested function holding summary ops, run whole there after
+  the step (a ``HostRun``), as TPUStrategy runs summary ops on the host where they
+  stand. TensorFlow's other write ops (``WriteScalarSummary``, ...) are made again there.
 
 Ops keep their names, so messages about the program's ops point at the step's lines.
 
@@ -29,8 +32,8 @@ Ops keep their names, so messages about the program's ops point at the step's li
 >>> [(w.writer is handle(writer), w.flushed) for w in cut.writes], len(cut.transfers)
 ([(True, True)], 2)
 >>> program = cut.program(1)  # the step without its write and flush, XLA-compilable
->>> [t.numpy().tolist() for t in program(tf.ones([2]))]  # x * 2, then the value and step
-[[2.0, 2.0], 2.0, 3]
+>>> [t.numpy().tolist() for t in program(tf.ones([2]))]  # x * 2, then the step and value
+[[2.0, 2.0], 3, 2.0]
 """
 from typing import Any, List
 
