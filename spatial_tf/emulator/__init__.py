@@ -34,15 +34,22 @@ _EXPORTS = {
 }
 
 
+def submodule(package: str, name: str):
+    """``package.name`` imported on first use, as an attribute of ``package``
+    (``spatial_tf.emulator.compile.tpu_compile`` after ``import spatial_tf``); an
+    ``AttributeError`` when there is no such module."""
+    try:
+        return importlib.import_module(f"{package}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{package}.{name}":
+            raise
+        raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+
 def __getattr__(name):
     module = _EXPORTS.get(name)
     if module is None:  # a subpackage: spatial_tf.emulator.compile, .diagnose, ...
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        return submodule(__name__, name)
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
