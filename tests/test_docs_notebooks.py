@@ -12,7 +12,7 @@ import pytest
 NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 EXPECTED = ["ct_segmentation.ipynb", "large_image_detection.ipynb", "migrating_from_tpuestimator.ipynb",
             "planning.ipynb",
-            "quickstart.ipynb", "real_mri_segmentation.ipynb"]
+            "quickstart.ipynb", "real_mri_segmentation.ipynb", "video.ipynb"]
 
 
 def _cells(name):
