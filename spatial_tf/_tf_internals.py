@@ -13,12 +13,15 @@ Checked on TensorFlow 2.16.2, 2.18.1, 2.20.0 and 2.21.0 (``VERIFIED_TF_VERSIONS`
 - the ``tf.distribute`` machinery the emulator builds its strategy from (the one-device
   extended object, replica context, per-replica values, input pipelines, the reduction
   of a non-distributed value) and ``gen_xla_ops.xla_replica_id``.
+- ``summary_ops_v2``: where ``tf.summary`` keeps the default writer, whose handle the
+  emulator's summaries write to (``default_summary_writer_handle``).
 - ``TPU_EXTENDED_ATTRIBUTES``: what ``TPUStrategy.extended`` keeps privately about its
   logical devices, read by ``tpu_attribute`` for strategies spatial_tf did not build.
 
 >>> sorted(MODULES)  # doctest: +NORMALIZE_WHITESPACE
 ['cross_device_ops', 'distribute_lib', 'gen_xla_ops', 'hlo_pb2', 'input_lib',
- 'input_util', 'one_device_strategy', 'values', 'xla_data_pb2', 'xla_sharding']
+ 'input_util', 'one_device_strategy', 'summary_ops_v2', 'values', 'xla_data_pb2',
+ 'xla_sharding']
 >>> xla_data_pb2.OpSharding.Type.Name(xla_data_pb2.OpSharding.REPLICATED)
 'REPLICATED'
 """

@@ -18,7 +18,7 @@ compiles (``fit_sizes``, ``fit.py``).
 >>> [(c.spec, c.halo_bytes > 0, c.fits) for c in p.candidates]
 [((2, 1, 1, 1, 1), False, True), ((1, 2, 1, 1, 1), True, True)]
 >>> print(p.why)  # doctest: +ELLIPSIS
-Recommended [2,1,1,1,1]: fits 64MiB (... TPU-estimated peak of 64.0 MiB per core); ...
+Recommended [2,1,1,1,1]: fits 64MiB (... TPU-estimated peak per core, within 64.0 MiB); ...
 """
 import concurrent.futures
 import dataclasses

@@ -6,7 +6,7 @@ from spatial_tf.emulator.distribute.extended import EmulatorExtended
 from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext
 
 EXTENDED_HOOKS = [
-    "_num_replicas_in_sync", "worker_devices", "_support_per_replica_values",
+    "_create_variable", "_num_replicas_in_sync", "worker_devices", "_support_per_replica_values",
     "_call_for_each_replica", "_local_results", "_reduce_to", "_gather_to_implementation",
     "_experimental_distribute_values_from_function", "_input_workers_with_options",
     "_experimental_distribute_dataset", "_distribute_datasets_from_function",

@@ -163,7 +163,9 @@ def _convolution_kind(op) -> Optional[str]:
 
 def _level_and_window(op) -> Optional[Tuple[List[int], List[int]]]:
     """The spatial shape of a convolution's input (or of its gradient's) and its window,
-    None where they are not static."""
+    None where they are not static (or the op has no tensors to read them from)."""
+    if not (getattr(op, "inputs", None) and getattr(op, "outputs", None)):
+        return None
     if "BackpropInput" in op.type:  # its result has the input's shape
         sizes, window = _static_shape(op.outputs[0]), _static_shape(op.inputs[1])
     elif "BackpropFilter" in op.type:  # its result has the kernel's shape

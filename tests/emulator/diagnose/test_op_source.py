@@ -54,7 +54,10 @@ def test_after_partition_friendly_each_convolution_is_traced_to_the_users_line()
     model(tf.zeros([1, 16, 16, 2]))
     with pytest.warns(UserWarning, match="keep TensorFlow's own gradient"):
         changes = spatial_tf.layers.partition_friendly(model)
-    assert len(spatial_tf.layers.changed_layers(changes)) == 3
+    # the strided and the transposed ones are ordered; the depthwise one is left as it is
+    # (XLA partitions it without gathers) and counts as handled
+    assert spatial_tf.layers.changed_layers(changes) == ["net/conv2d", "net/conv2d_transpose"]
+    assert [c.handled for c in changes if "depthwise" in c.path] == [True]
     optimizer = keras.optimizers.SGD(0.1)
     optimizer.build(model.trainable_variables)
 
