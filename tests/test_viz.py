@@ -91,3 +91,29 @@ def test_memory_figure_bars_in_mib():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "unpartitioned", "per core, 4 cores"]
     assert ax.get_title() == "step: memory per core"
+
+
+def test_clip_cores_numbers_cores_row_major_over_the_spec():
+    cores = viz.clip_cores((4, 8, 6, 4, 3), [2, 2, 1, 2, 1], example=2)   # 2nd batch piece
+    assert cores.shape == (8, 6, 4)
+    assert cores[0, 0, 0] == 4 and cores[0, 5, 3] == 5 and cores[7, 0, 0] == 6
+    assert set(np.unique(viz.clip_cores((1, 4, 4, 4, 1), [1, 4, 1, 1, 1])[:, 0, 0])) == {0, 1, 2, 3}
+    for shape, spec, message in [((1, 4, 4, 4, 2), [1, 1, 1, 1, 2], "splits the channels"),
+                                 ((1, 3, 4, 4, 1), [1, 2, 1, 1, 1], "do not divide"),
+                                 ((1, 4, 4, 4), [1, 2, 2, 1], "rank 5")]:
+        with pytest.raises(ValueError, match=message):
+            viz.clip_cores(shape, spec)
+
+
+def test_clip_layout_figure_one_panel_per_frame_and_a_legend_per_core():
+    clip = np.random.default_rng(0).normal(size=(1, 4, 8, 8, 1))
+    fig = viz.clip_layout_figure(clip, [1, 2, 2, 1, 1])
+    assert [ax.get_title() for ax in fig.axes] == [f"frame {t}" for t in range(4)]
+    np.testing.assert_array_equal(fig.axes[3].images[0].get_array(), clip[0, 3, :, :, 0])
+    np.testing.assert_array_equal(fig.axes[3].images[1].get_array(),
+                                  np.repeat([[2], [3]], 4, axis=0) * np.ones((1, 8)))
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "core 0: frames 0-1, rows 0-3, columns 0-7", "core 1: frames 0-1, rows 4-7, columns 0-7",
+        "core 2: frames 2-3, rows 0-3, columns 0-7", "core 3: frames 2-3, rows 4-7, columns 0-7"]
+    many = viz.clip_layout_figure((1, 32, 16, 16, 3), [1, 4, 1, 1, 1])   # a shape: colours only
+    assert len(many.axes) == 8 and many.axes[-1].get_title() == "frame 31"
