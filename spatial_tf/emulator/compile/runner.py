@@ -151,11 +151,10 @@ def _run_in_graph(emulator, step, signatures, distributed):
         host_call, inputs, [s.dtype for s in specs] + [tf.int32],
         stateful=True, name=f"emulated_{_graph_name(traced.name)}",
     )
-    with emulator.replica_values.writing_aggregates():
-        return _finish_graph_call(traced, results, specs, written, num_replicas)
+    return _finish_graph_call(emulator, traced, results, specs, written, num_replicas)
 
 
-def _finish_graph_call(traced, results, specs, written, num_replicas):
+def _finish_graph_call(emulator, traced, results, specs, written, num_replicas):
     """Set the host call's result shapes, assign ``written`` from its last results, write
     the summaries, and pack each replica's outputs, all after the call succeeded."""
     done = results.pop()
@@ -163,7 +162,8 @@ def _finish_graph_call(traced, results, specs, written, num_replicas):
         r.set_shape(s.shape)
     num_outputs = len(traced.output_specs) * num_replicas
     outputs, updates = results[:num_outputs], results[num_outputs:]
-    assigns = [var.assign(value) for var, value in zip(written, updates)]
+    with emulator.replica_values.writing_aggregates():
+        assigns = [var.assign(value) for var, value in zip(written, updates)]
     with tf.control_dependencies(assigns + [done]):
         outputs = [tf.identity(o) for o in outputs]
         written_summaries = _write_summaries(traced, outputs[:len(traced.output_specs)])
@@ -209,8 +209,7 @@ def _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed):
         host_call, inputs, [s.dtype for s in specs] + [tf.int32],
         stateful=True, name=f"emulated_{_graph_name(outline.name)}",
     )
-    with emulator.replica_values.writing_aggregates():
-        return _finish_graph_call(outline, results, specs, variables, num_replicas)
+    return _finish_graph_call(emulator, outline, results, specs, variables, num_replicas)
 
 
 def _variable_key(var):
