@@ -44,16 +44,22 @@ def movinet_classifier(frames, size, batch, num_classes, causal=False):
     return model
 
 
-def train_step(model, optimizer, spec):
+def clip_loss(model, clips, labels, spec):
+    """The mean sparse cross-entropy of ``model`` on ``clips`` split ``spec``."""
     import tensorflow as tf
     import spatial_tf
 
+    logits = model(spatial_tf.split(clips, spec), training=True)
+    return tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+        labels, logits, from_logits=True))
+
+
+def train_step(model, optimizer, spec):
+    import tensorflow as tf
+
     def step(clips, labels):
-        clips = spatial_tf.split(clips, spec)
         with tf.GradientTape() as tape:
-            logits = model(clips, training=True)
-            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-                labels, logits, from_logits=True))
+            loss = clip_loss(model, clips, labels, spec)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss

@@ -43,27 +43,20 @@ def make_step(kind, model, optimizer, spec):
     """One replica's step of ``kind`` (one of ``STEPS`` or ``PARTS``)."""
     import tensorflow as tf
 
-    import spatial_tf
+    from video_movinet import clip_loss, train_step
 
-    def loss_of(clips, labels):
-        logits = model(spatial_tf.split(clips, spec), training=True)
-        return tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-            labels, logits, from_logits=True))
+    if kind not in ("forward", "gradients") + PARTS:
+        return train_step(model, optimizer, spec)  # an update: SGD or Adam
+    weights = model.trainable_variables
+    if kind in PARTS:
+        weights = [v for v in weights if _is_depthwise_kernel(v) == (kind == PARTS[0])]
 
     def step(clips, labels):
         if kind == "forward":
-            return loss_of(clips, labels)
-        weights = model.trainable_variables
-        if kind in PARTS:
-            depthwise = kind == PARTS[0]
-            weights = [v for v in weights if _is_depthwise_kernel(v) == depthwise]
+            return clip_loss(model, clips, labels, spec)
         with tf.GradientTape() as tape:
-            loss = loss_of(clips, labels)
-        grads = tape.gradient(loss, weights)
-        if kind == "gradients" or kind in PARTS:
-            return loss, grads
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+            loss = clip_loss(model, clips, labels, spec)
+        return loss, tape.gradient(loss, weights)
 
     return step
 
