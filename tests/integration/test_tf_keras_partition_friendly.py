@@ -50,8 +50,11 @@ def test_fused_batch_norm_and_convs_in_lists_are_changed_and_named():
     changes = {c.path: c for c in partition_friendly(model, warn=False)}
     assert {path for path, c in changes.items() if c.changed} == {
         "net/block/conv0", "net/block/conv1", "net/block/bn0", "net/block/bn1", "net/down",
-        "net/up", "net/depthwise"}
-    assert [path for path, c in changes.items() if not c.handled] == ["net/depthwise"]
+        "net/up"}
+    # a depthwise convolution keeps the split as written: left unchanged, counted handled
+    assert [path for path, c in changes.items() if not c.changed] == ["net/depthwise"]
+    assert all(c.handled for c in changes.values())
+    assert changes["net/depthwise"].why.startswith("a depthwise convolution")
     assert changes["net/up"].after == ("Conv2DTranspose with its weight gradients made to "
                                        "wait for its input gradient")
     assert changes["net/block/bn0"].before == "BatchNormalization(fused=True)"
