@@ -39,7 +39,9 @@ def virtual_cpus():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Fail the run when a parametrized test collected zero cases (it would only skip)."""
+    """Fail the run when a parametrized test collected zero cases (it would only skip);
+    run the notebooks first (see ``longest_first``)."""
+    items[:] = longest_first(items)
     empty = [
         item.nodeid for item in items
         if any(m.name == "skip" and str(m.kwargs.get("reason", "")).startswith(
@@ -50,3 +52,16 @@ def pytest_collection_modifyitems(config, items):
             f"parametrized test(s) with zero cases: {', '.join(empty)}. A test whose case "
             f"list is empty checks nothing. Fix: give it at least one case."
         )
+
+
+def longest_first(items):
+    """``items`` with the notebooks (a minute or more each) first, the rest in collection
+    order: pytest-xdist hands the first quarter out round-robin and the rest on demand,
+    so long items started first end with the rest instead of after it.
+
+    >>> class Item:
+    ...     def __init__(self, nodeid): self.nodeid = nodeid
+    >>> [i.nodeid for i in longest_first([Item("tests/a.py::t"), Item("notebooks/b.ipynb")])]
+    ['notebooks/b.ipynb', 'tests/a.py::t']
+    """
+    return sorted(items, key=lambda item: not item.nodeid.split("::")[0].endswith(".ipynb"))

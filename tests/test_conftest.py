@@ -82,3 +82,17 @@ def test_parametrized_tests_with_cases_run_as_usual(pytester):
     """))
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, skipped=1)
+
+
+def test_notebooks_run_first_and_everything_else_keeps_its_order():
+    from tests.conftest import longest_first
+
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    ids = ["tests/a.py::t1", "docs/guide.md::[CodeFence#1]", "notebooks/x.ipynb::x.ipynb",
+           "tests/b.py::t2[case.ipynb]", "notebooks/a.ipynb::a.ipynb", "README.md::[CodeFence#1]"]
+    assert [i.nodeid for i in longest_first([Item(n) for n in ids])] == [
+        "notebooks/x.ipynb::x.ipynb", "notebooks/a.ipynb::a.ipynb", "tests/a.py::t1",
+        "docs/guide.md::[CodeFence#1]", "tests/b.py::t2[case.ipynb]", "README.md::[CodeFence#1]"]
