@@ -22,8 +22,7 @@ __all__ = ["LayerKind", "KINDS", "CHANGES", "REMEDIES", "kind_of", "remedy_for_o
 
 CHANGES = ("halo", "ordered", "unfuse", "keep", "none")
 """What ``partition_friendly`` does to a kind: the halo form of a stride-1 convolution
-(``halo_conv``; one convolution per group for a grouped one, a per-example kernel
-gradient for a depthwise one, ``depthwise_conv``; other settings ordered),
+(``halo_conv``; one convolution per group for a grouped one; other settings ordered),
 TensorFlow's gradients ordered before the update (``update_order``), batch norm
 unfused, kept as it is with a ``Change`` saying why (its gradients keep the split),
 nothing (not even a ``Change``)."""
@@ -77,9 +76,9 @@ KINDS: Tuple[LayerKind, ...] = (  # first match wins: subclasses before their ba
               _DEPTHWISE_OPS, "convolution"),
     LayerKind("separable convolution", ("SeparableConv2D", "SeparableConv1D"), "ordered",
               _DEPTHWISE_OPS + _CONV_OPS, "convolution", _ORDER),
-    # groups > 1 too: one convolution per group, or (depthwise) a per-example kernel gradient
+    # groups > 1 too: one convolution per group, or (depthwise) kept as it is
     LayerKind("convolution", ("Conv2D", "Conv3D"), "halo", _CONV_OPS, "convolution",
-              ("spatial_tf.halo_conv", "spatial_tf.depthwise_conv") + _ORDER),
+              ("spatial_tf.halo_conv",) + _ORDER),
 )
 
 

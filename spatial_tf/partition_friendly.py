@@ -22,9 +22,7 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
 - XLA gathers a grouped convolution's split input (``groups`` between 1 and the
   channels) whole on every core; it becomes one convolution per group
   (``spatial_tf.halo_conv.conv_by_groups``), each in the forms above. A depthwise one
-  keeps the split as it is; with ``groups`` equal to the channels (Model Garden's
-  MoViNet) its kernel gradient is computed per example where XLA would otherwise expand
-  it to a channels x channels tensor (``spatial_tf.depthwise_conv``).
+  (``DepthwiseConv2D``, or ``groups`` equal to the channels) keeps the split as it is.
 
 Which Keras classes are of which kind is ``spatial_tf.layer_kinds``' table.
 
@@ -62,7 +60,6 @@ from spatial_tf import context, frames, layer_kinds
 from spatial_tf._tf_internals import (callable_losses, child_layers, own_trainable_variables,
                                       weight_regularization)
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.depthwise_conv import conv_with_depthwise_kernel_gradient
 from spatial_tf.halo_conv import conv_by_groups, conv_of_concatenation
 from spatial_tf.spec import Replicate
 from spatial_tf.update_order import (is_ordered, ordered_call, ordered_convolution,
@@ -99,12 +96,6 @@ _DEPTHWISE = ("a depthwise convolution (one input channel per group) keeps the s
               "it is: XLA partitions it and both its gradients with halo exchanges, and "
               "a halo form of its kernel gradient, or the update order, would take more "
               "memory per core (its kernel is small)")
-_PER_EXAMPLE = ("{name} computing its kernel gradient per example where XLA would expand "
-                "it to channels x channels",
-                "XLA computes a depthwise convolution's kernel gradient as a dense window x "
-                "channels x channels tensor and keeps its diagonal, whole on every core: at "
-                "deep levels (many channels, few pixels) far larger than the kernel "
-                "(spatial_tf.depthwise_conv)")
 _REGULARIZED = ("{names} ordered before the update",
                 "a regularizer's read of a weight reaches only the loss value, which no "
                 "gradient depends on: without the order, XLA keeps a copy of the weight for "
@@ -352,13 +343,7 @@ def _conv(path, layer):
         return _with_ordered_call(path, layer, problem, handled=False)
     groups = int(getattr(layer, "groups", 1) or 1)
     if groups > 1 and int(layer.kernel.shape[-2]) == 1:  # depthwise, as Model Garden builds it
-        if any(d != 1 for d in layer.dilation_rate):
-            return _keep(path, layer)
-        strides, padding = list(layer.strides), layer.padding.upper()
-        return _with_convolution_op(
-            path, layer, lambda original, x, kernel: conv_with_depthwise_kernel_gradient(
-                original, x, kernel, strides, padding),
-            _PER_EXAMPLE[0].format(name=before), _PER_EXAMPLE[1])
+        return _keep(path, layer)
     if any(s != 1 for s in layer.strides) or any(d != 1 for d in layer.dilation_rate):
         kind = _STRIDED
     elif all(k == 1 for k in layer.kernel_size):

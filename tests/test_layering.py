@@ -19,7 +19,6 @@ LAYERS = {
              "spatial_tf.summarize", "spatial_tf.label_inputs", "spatial_tf.steps",
              "spatial_tf.devices", "spatial_tf.strategy",
              "spatial_tf.emulator", "spatial_tf.update_order", "spatial_tf.halo_conv",
-             "spatial_tf.depthwise_conv",
              "spatial_tf.partition_friendly",
              "spatial_tf.layers", "spatial_tf.losses", "spatial_tf.metrics",
              "spatial_tf.planning", "spatial_tf.testing"],
