@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional
 
 from spatial_tf import logs
-from spatial_tf.emulator.diagnose import op_source, remedies
+from spatial_tf.emulator.diagnose import cpu_only, op_source, remedies
 from spatial_tf.emulator.compile.executable import MEMORY_KINDS
 from spatial_tf.emulator.diagnose.hlo_text import GATHER_KINDS, KINDS, dims
 from spatial_tf.table import format_bytes, format_table
@@ -40,6 +40,7 @@ class Report:
       tpu: with a TPU target, what XLA's TPU compiler says of the same step (``target``,
         ``device_kind``, ``source``, ``partitioned`` / ``unpartitioned`` bytes by kind or
         None where it does not fit, ``fits``, ``verdict``, ``compile_seconds``); else None.
+      notes: memory XLA:CPU spends that XLA's TPU compiler does not (``cpu_only``).
     """
 
     function: str
@@ -52,6 +53,7 @@ class Report:
     warnings: list
     gather_threshold_bytes: int
     tpu: Optional[dict] = None
+    notes: list = dataclasses.field(default_factory=list)
 
     def by_kind(self):
         """``{kind: {"count": n, "bytes": total, "largest": bytes}}`` over collectives."""
@@ -112,6 +114,8 @@ class Report:
         parts = [memory, "", comm]
         if self.warnings:
             parts += ["", "warnings:"] + [f"  - {w}" for w in self.warnings]
+        if self.notes:
+            parts += ["", "notes:"] + [f"  - {n}" for n in self.notes]
         return "\n".join(parts)
 
 
@@ -186,7 +190,12 @@ def _build_report(step, gather_threshold_bytes):
         warnings=_gather_warnings(found, gather_threshold_bytes, step.traced,
                                   program.num_partitions),
         gather_threshold_bytes=gather_threshold_bytes,
+        notes=cpu_only.notes(step.hlo_text(), _variable_shapes(step.traced)),
     )
+
+
+def _variable_shapes(traced):
+    return [v.shape.as_list() for v in traced.variables if v.shape.rank is not None]
 
 
 def _activation_threshold(traced, compiled):
@@ -214,7 +223,7 @@ def _gather_warnings(found, threshold, traced, num_cores):
     if threshold is None:
         return []
     graph = traced.graph
-    variables = [v.shape.as_list() for v in traced.variables if v.shape.rank is not None]
+    variables = _variable_shapes(traced)
     grouped: "collections.OrderedDict[Any, List[Any]]" = collections.OrderedDict()
     for c in found:
         if c.kind in GATHER_KINDS and c.bytes >= threshold:
