@@ -82,6 +82,21 @@ _KERNEL = (
     "spatial_tf.layers.partition_friendly(model, optimizer=optimizer)."
 )
 
+_CONCAT = (
+    "this concatenation along axis {axis} ({sizes}) gives a result whose pieces, where "
+    "that axis is split, fall on other cores than its inputs' pieces (a stream buffer's "
+    "frames put in front of a clip split in time), so XLA moves them; if the axis is not "
+    "split, the inputs are split differently. Fix: split another axis (a clip's height "
+    "and width, [1, 1, 2, 2, 1]), or give the inputs the same spec in spatial_tf.split."
+)
+
+_CUMULATIVE = (
+    "a cumulative {what} along axis {axis} needs every earlier piece of that axis, so "
+    "where it is split XLA gathers the whole axis on every core (a running average over "
+    "frames with the clip split in time). Fix: split another axis, or compute it per "
+    "piece and add the earlier pieces' totals."
+)
+
 _RESHAPE_BATCH = (
     "this reshape merges the batch with the split axes {axes} of a {shape} tensor, so no "
     "spatial split keeps it local. Fix: keep the spatial axes until they are reduced "
@@ -94,13 +109,16 @@ def explain(kind: str, source, num_cores: int, op_name: str = "",
             shape: Sequence[int] = (), variables: Sequence[Sequence[int]] = ()) -> str:
     """The reason and fix for a ``kind`` collective of a ``shape`` tensor at ``source``
     (None: unknown op); ``variables``: the shapes of the step's variables."""
-    kernel = next((v for v in variables if len(v) >= 3 and is_kernel_piece(shape, v, num_cores)),
-                  None)
+    kernel = next((v for v in variables if len(v) >= 3 and is_kernel_piece(shape, v, num_cores)
+                   and _may_hold(source, v)), None)
     if kernel is not None:
         return _KERNEL.format(kernel=list(kernel))
     if source is None:
         return FUSED_BATCH_NORM if "FusedBatchNorm" in op_name else GENERIC[kind]
     op = source.op
+    along = _along_axis(op)
+    if along is not None:
+        return along
     remedy = layer_kinds.remedy_for_op(op.type)  # which layer kind made it
     if remedy == "fused batch norm":
         return FUSED_BATCH_NORM
@@ -126,6 +144,42 @@ def explain(kind: str, source, num_cores: int, op_name: str = "",
         if spec is not None:
             return _RESHAPE.format(axes=axes, shape=before, spec=spec)
     return GENERIC[kind]
+
+
+def _may_hold(source, kernel: Sequence[int]) -> bool:
+    """Whether the op at ``source`` may carry a ``kernel``-shaped tensor: a forward op's
+    result, or (a gradient's, an op with no result such as a variable update) one of its
+    inputs, has that shape or an unknown one. A running average over frames shaped like a
+    depthwise kernel's piece is not one."""
+    if source is None:
+        return True
+    op = source.op
+    tensors = op.outputs if (op.outputs and not source.gradient) else op.inputs
+    shapes = [_static_shape(t) for t in tensors]
+    return any(s is None or list(s) == list(kernel) for s in shapes)
+
+
+def _along_axis(op) -> Optional[str]:
+    """The text for a concatenation or a cumulative sum along one axis, else None."""
+    axis_input = {"ConcatV2": -1, "Cumsum": 1, "Cumprod": 1}.get(op.type)
+    if axis_input is None or not getattr(op, "inputs", None):
+        return None
+    axis = _constant_axis(op.inputs[axis_input], len(op.outputs[0].shape or ()))
+    if axis is None:
+        return None
+    if op.type == "ConcatV2":
+        sizes = [s[axis] if s else "?" for s in map(_static_shape, op.inputs[:-1])]
+        return _CONCAT.format(axis=axis, sizes=" + ".join(map(str, sizes)))
+    return _CUMULATIVE.format(axis=axis, what="sum" if op.type == "Cumsum" else "product")
+
+
+def _constant_axis(tensor, rank: int) -> Optional[int]:
+    import tensorflow as tf
+
+    value = tf.get_static_value(tensor)
+    if value is None or not rank:
+        return None
+    return int(value) % rank
 
 
 def is_kernel_piece(shape: Sequence[int], kernel: Sequence[int], num_cores: int) -> bool:

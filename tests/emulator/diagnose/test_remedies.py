@@ -67,6 +67,13 @@ X = tf.TensorSpec([2, 16, 16, 4])
      "this reshape merges the batch with the split axes [0, 1, 2] of a [2, 16, 16, 4] tensor"),
     (lambda x: tf.transpose(x, [0, 2, 1, 3]), "Transpose",
      "this op cannot work on the split pieces"),
+    (lambda x: tf.concat([x[:, :2], x], axis=1), "ConcatV2",
+     "this concatenation along axis 1 (2 + 16) gives a result whose pieces"),
+    (lambda x: tf.concat([x, x[..., :1]], axis=-1), "ConcatV2",
+     "this concatenation along axis 3 (4 + 1)"),
+    (lambda x: tf.math.cumsum(x, axis=2), "Cumsum",
+     "a cumulative sum along axis 2 needs every earlier piece of that axis"),
+    (lambda x: tf.math.cumprod(x, axis=-3), "Cumprod", "a cumulative product along axis 1"),
 ])
 def test_the_fix_follows_the_op(make, op_type, expected):
     graph = _graph(make, X)
@@ -286,3 +293,22 @@ def test_after_partition_friendly_a_deep_levels_gather_names_the_level(emulators
     for warning in warnings:
         assert "at this level the convolution's input is 2x2 with a 3x3 window" in warning
         assert "test_remedies.py" in warning  # the user's line, not spatial_tf's
+
+
+def test_an_activation_shaped_like_a_depthwise_kernel_piece_is_not_called_a_kernel():
+    """A running average over frames ([batch, frames, 1, 1, channels]) matches the window
+    and channel axes of a depthwise kernel [5, 3, 3, 1, channels]; its op's result is not
+    the kernel's shape, so it is no kernel."""
+    graph = _graph(lambda x: tf.math.cumsum(x, axis=1), tf.TensorSpec([2, 4, 1, 1, 184]))
+    source = op_source.find(graph, _op_named(graph, "Cumsum"))
+    kernel = [5, 3, 3, 1, 184]
+    assert remedies.is_kernel_piece([2, 4, 1, 1, 184], kernel, 4)
+    text = remedies.explain("all-gather", source, 4, shape=[2, 4, 1, 1, 184],
+                            variables=[kernel])
+    assert text.startswith("a cumulative sum along axis 1"), text
+    # where the kernel's shape is made (its gradient), the same piece is the kernel
+    graph = _graph(lambda g: g * 2.0, tf.TensorSpec(kernel))
+    source = op_source.find(graph, _op_named(graph, "Mul"))
+    text = remedies.explain("all-gather", source, 4, shape=[2, 4, 1, 1, 184],
+                            variables=[kernel])
+    assert text.startswith("this is a convolution's kernel [5, 3, 3, 1, 184]"), text
