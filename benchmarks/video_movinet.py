@@ -2,7 +2,7 @@
 
 MoViNet-A0 (``official.projects.movinet``, the base backbone, random initialization, no
 weights downloaded) with ``MovinetClassifier``'s head, ``num_classes`` classes, Keras'
-sparse cross-entropy on the logits, SGD; one train step on ``--cores`` emulated cores for
+sparse cross-entropy on the logits, Adam (``--optimizer sgd`` for SGD); one train step on ``--cores`` emulated cores for
 each spec, first as Model Garden builds the model (tf_keras' fused batch norm, grouped
 depthwise ``Conv3D``), then after ``spatial_tf.layers.partition_friendly(model)``.
 
@@ -76,6 +76,7 @@ def main(argv=None):
     parser.add_argument("--cores", type=int, default=4)
     parser.add_argument("--specs", default=SPECS, help="';'-separated specs")
     parser.add_argument("--forms", default="as_built,friendly")
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     parser.add_argument("--target", default=None, help="a TPU generation, e.g. v5e")
     args = parser.parse_args(argv)
 
@@ -90,12 +91,14 @@ def main(argv=None):
     with emulator.scope():
         tf_keras.utils.set_random_seed(0)
         model = movinet_classifier(args.frames, args.size, args.batch, args.classes)
-        optimizer = tf_keras.optimizers.SGD(0.01)
+        optimizer = (tf_keras.optimizers.Adam(1e-3) if args.optimizer == "adam"
+                     else tf_keras.optimizers.SGD(0.01))
+        optimizer.build(model.trainable_variables)
     clips = tf.random.stateless_normal((args.batch, args.frames, args.size, args.size, 3),
                                        (0, 1))
     labels = tf.range(args.batch) % args.classes
     print(f"MoViNet-A0 + classifier head, {model.count_params():,} parameters; clips "
-          f"{args.batch}x{args.frames}x{args.size}x{args.size}x3, SGD train step, "
+          f"{args.batch}x{args.frames}x{args.size}x{args.size}x3, {args.optimizer} train step, "
           f"{args.cores} emulated cores (XLA:CPU figures"
           + (f"; TPU column: XLA's TPU compiler for {args.target}" if args.target else "")
           + ")", flush=True)

@@ -15,6 +15,7 @@ layers' kernel gradients make the floor. XLA:CPU figures from the emulator, not 
     python benchmarks/video_weight_floor.py                       # 2x8x192x192, [1,1,2,2,1]
     python benchmarks/video_weight_floor.py --size 64 --spec 1,4,1,1,1
     python benchmarks/video_weight_floor.py --size 64 --parts --target v5e
+    python benchmarks/video_weight_floor.py --frames 32 --spec 1,4,1,1,1 --steps adam
 
 It needs Model Garden: run it in the environment of ``tests/integration``
 (``pip install -e ".[model-garden]"``).
@@ -71,6 +72,8 @@ def main(argv=None):
     parser.add_argument("--parts", action="store_true",
                         help="also the gradients of the depthwise kernels alone and of "
                              "every other weight")
+    parser.add_argument("--steps", default=",".join(STEPS),
+                        help=f"which steps, comma-separated, of: {', '.join(STEPS)}")
     parser.add_argument("--target", default=None,
                         help="a TPU generation, e.g. v5e: also the TPU compiler's temp")
     args = parser.parse_args(argv)
@@ -88,7 +91,12 @@ def main(argv=None):
                                        (0, 1))
     labels = tf.range(args.batch) % 5
     rows = []
-    for kind in STEPS + (PARTS if args.parts else ()):
+    chosen = [kind.strip() for kind in args.steps.split(",")]
+    unknown = sorted(set(chosen) - set(STEPS))
+    if unknown:
+        parser.error(f"--steps: {', '.join(unknown)} is not a step; expected some of "
+                     f"{', '.join(STEPS)}")
+    for kind in [k for k in STEPS if k in chosen] + list(PARTS if args.parts else ()):
         start = time.perf_counter()
         with emulator.scope():
             tf_keras.utils.set_random_seed(0)
