@@ -205,7 +205,7 @@ def _convolution_kind(op) -> Optional[str]:
     different."""
     if op.type.startswith("Depthwise"):
         return "depthwise"
-    if "BackpropInput" in op.type and not op.name.startswith(op_source.GRADIENT_PREFIX):
+    if "BackpropInput" in op.type and not _is_gradient_name(op.name):
         return "transposed"
     strides, dilations = op.get_attr("strides"), op.get_attr("dilations")
     if any(s != 1 for s in strides):
@@ -213,6 +213,22 @@ def _convolution_kind(op) -> Optional[str]:
     if any(d != 1 for d in dilations):
         return "dilated"
     return None
+
+
+def _is_gradient_name(name: str) -> bool:
+    """Whether an op named ``name`` is in a gradient: TensorFlow names those
+    ``gradient_tape/...`` in a step, ``.../gradients/..._grad/...`` inside a nested or
+    compiled function (Keras' train function, a layer's own ``tf.function``).
+
+    >>> _is_gradient_name("PartitionedCall_6/gradients/Conv3D_grad/Conv3DBackpropInputV2")
+    True
+    >>> _is_gradient_name("model/up/conv3d_transpose")
+    False
+    """
+    if name.startswith(op_source.GRADIENT_PREFIX):
+        return True
+    return any(part in ("gradients", "gradient_tape") or part.endswith("_grad")
+               for part in name.split("/")[:-1])
 
 
 def _level_and_window(op) -> Optional[Tuple[List[int], List[int]]]:

@@ -312,3 +312,25 @@ def test_an_activation_shaped_like_a_depthwise_kernel_piece_is_not_called_a_kern
     text = remedies.explain("all-gather", source, 4, shape=[2, 4, 1, 1, 184],
                             variables=[kernel])
     assert text.startswith("this is a convolution's kernel [5, 3, 3, 1, 184]"), text
+
+
+class _Op:
+    """A convolution op as a nested function's gradient names it (no graph needed)."""
+
+    def __init__(self, name, op_type):
+        self.name, self.type, self.inputs, self.outputs = name, op_type, [], []
+
+    def get_attr(self, name):
+        return [1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("PartitionedCall_6/gradients/PartitionedCall_grad/PartitionedCall_2/gradients/"
+     "Conv3D_grad/Conv3DBackpropInputV2", "spatial_tf.layers.partition_friendly(model)"),
+    ("gradient_tape/net/conv/Conv3DBackpropInputV2", "spatial_tf.layers.partition_friendly"),
+    ("net/up/conv3d_transpose", "this transposed convolution's pieces per core"),
+], ids=["nested_function_gradient", "tape_gradient", "transposed_convolution"])
+def test_an_input_gradient_inside_a_function_is_not_called_transposed(name, expected):
+    source = op_source.Source(op=_Op(name, "Conv3DBackpropInputV2"), gradient=False,
+                              frame=None)
+    assert expected in remedies.explain("all-gather", source, 4)
