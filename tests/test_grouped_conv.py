@@ -101,33 +101,6 @@ def test_same_results_gradients_and_sgd_step_as_keras_in_float64(name, make, sha
     assert not any(c.changed for c in partition_friendly(friendly))  # idempotent
 
 
-def test_tf_keras_grouped_conv3d_as_model_garden_builds_it():
-    """Model Garden's MoViNet: tf_keras' Conv3D with groups = channels (depthwise) and a
-    grouped one, in float64."""
-    tf_keras = pytest.importorskip("tf_keras")
-
-    def build():
-        tf_keras.utils.set_random_seed(0)
-        inputs = tf_keras.Input((4, 6, 5, 4), dtype="float64")
-        x = tf_keras.layers.Conv3D(4, (3, 3, 3), padding="same", groups=4, use_bias=False,
-                                   dtype="float64", name="depthwise")(inputs)
-        x = tf_keras.layers.Conv3D(4, 3, padding="same", groups=2, dtype="float64",
-                                   name="grouped")(x)
-        return tf_keras.Model(inputs, x, name="movinet_like")
-
-    plain, friendly = build(), build()
-    friendly.set_weights(plain.get_weights())
-    changes = partition_friendly(friendly)
-    assert [(c.path, c.changed, c.handled) for c in changes] == [
-        ("movinet_like/depthwise", False, True), ("movinet_like/grouped", True, True)]
-    x = tf.constant(np.random.default_rng(2).normal(size=(2, 4, 6, 5, 4)))
-    y0, g0 = _loss_and_grads(plain, x)
-    for y1, g1 in (_loss_and_grads(friendly, x), tf.function(_loss_and_grads)(friendly, x)):
-        np.testing.assert_allclose(y1.numpy(), y0.numpy(), rtol=0, atol=1e-10)
-        for a, b in zip(g1, g0):
-            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-10)
-
-
 def test_conv_by_groups_equals_tensorflows_grouped_convolution_in_float64():
     rng = np.random.default_rng(3)
     x = tf.constant(rng.normal(size=(2, 6, 7, 6)))
