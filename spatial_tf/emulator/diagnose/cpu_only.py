@@ -11,7 +11,9 @@ step compiled for v5e holds its 15 ``batch_group_count`` convolutions and no suc
 buffer), so on a TPU that memory is not spent. ``notes`` says so in the report, with the
 sizes, so a ratio inflated by it is not read as the TPU's.
 
->>> text = "  %convolution.3 = f32[384,5,3,3,384]{4,3,2,1,0} convolution(%a, %b), window={}"
+>>> text = chr(10).join([
+...     "  %convolution.3 = f32[384,5,3,3,384]{4,3,2,1,0} convolution(%a, %b), window={}",
+...     "  %iota.1 = s32[5,3,3,384,384]{4,3,2,1,0} iota(), iota_dimension=4"])
 >>> [(e.shape, e.bytes) for e in expanded_depthwise_gradients(text, [[5, 3, 3, 1, 384]])]
 [('f32[384,5,3,3,384]', 26542080)]
 """
@@ -35,9 +37,10 @@ class Expansion:
 def expanded_depthwise_gradients(hlo_text: str,
                                  variable_shapes: Iterable[Sequence[int]]) -> List[Expansion]:
     """The convolutions of ``hlo_text`` whose result is ``[channels, *window, outputs]``
-    for a depthwise kernel among ``variable_shapes``: XLA's expansion of that kernel's
-    gradient. A depthwise kernel is ``[*window, 1, channels]`` (``groups`` equal to the
-    channels) or ``[*window, channels, multiplier]`` (``DepthwiseConv2D``)."""
+    for a depthwise kernel among ``variable_shapes``, with the ``[*window, channels,
+    outputs]`` iota that masks its diagonal: XLA's expansion of that kernel's gradient.
+    A depthwise kernel is ``[*window, 1, channels]`` (``groups`` equal to the channels) or
+    ``[*window, channels, multiplier]`` (``DepthwiseConv2D``)."""
     kernels = set()
     for shape in map(list, variable_shapes):
         if len(shape) >= 3 and shape[-2] == 1 and shape[-1] > 1:
@@ -46,13 +49,24 @@ def expanded_depthwise_gradients(hlo_text: str,
             kernels.add((shape[-2], tuple(shape[:-2]), shape[-2] * shape[-1]))
     if not kernels:
         return []
-    found = []
+    convolutions, masks = [], set()
     for line in hlo_text.splitlines():
         match = INSTRUCTION.match(line)
-        if match is None or match.group("op") != "convolution":
-            continue
-        [(dtype, sizes, _)] = arrays(match.group("shape")) or [(None, (), None)]
-        if len(sizes) >= 3 and (sizes[0], sizes[1:-1], sizes[-1]) in kernels:
+        if match is not None and match.group("op") in ("convolution", "iota"):
+            shape = arrays(match.group("shape"))
+            if len(shape) != 1:
+                continue
+            [(dtype, sizes, _)] = shape
+            if match.group("op") == "iota":
+                masks.add(sizes)
+            elif len(sizes) >= 3:
+                convolutions.append((dtype, sizes))
+    found = []
+    for dtype, sizes in convolutions:
+        # the expansion, and the iota mask XLA keeps its diagonal with: [*window, C, D]
+        # (a regular kernel gradient may have the expansion's shape, never the mask)
+        if ((sizes[0], sizes[1:-1], sizes[-1]) in kernels
+                and sizes[1:-1] + (sizes[0], sizes[-1]) in masks):
             count = 1
             for size in sizes:
                 count *= size
