@@ -265,8 +265,9 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     request = {"topology": target.generation.topology_for(num_partitions * num_replicas),
                "num_partitions": int(num_partitions), "num_replicas": int(num_replicas),
                "free_in": [bool(f) for f in free_in], "propagate_out": bool(propagate_out)}
+    # libtpu's flags (LIBTPU_INIT_ARGS) change what it compiles: part of the answer's key
     entry = compile_cache.program_key(program, "tpu", json.dumps(request, sort_keys=True),
-                                      version)
+                                      version, os.environ.get("LIBTPU_INIT_ARGS", ""))
     result = compile_cache.load(entry)
     cached = result is not None
     if result is None:

@@ -196,6 +196,10 @@ def test_a_second_compile_reads_the_cache_and_starts_no_compiler(kernel, monkeyp
     assert again.program.cached
     assert again.memory() == first.memory()
     assert again.collectives() == first.collectives()
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", "--xla_tpu_enable_latency_hiding_scheduler=false")
+    with pytest.raises(AssertionError, match="worker was started"):  # other flags: not cached
+        Emulator(2).compile(step, (tf.ones([1, 64, 64, 1]),), target="v6e")
+    monkeypatch.delenv("LIBTPU_INIT_ARGS")
     monkeypatch.setenv(compile_cache.ENV, "off")  # cache off: the compiler must run
     with pytest.raises(AssertionError, match="worker was started"):
         Emulator(2).compile(step, (tf.ones([1, 64, 64, 1]),), target="v6e")
