@@ -2,10 +2,11 @@
 
 A TPU compile takes seconds to many minutes on a CPU machine, so what the TPU compiler
 said of a program is stored once, keyed on everything the answer depends on (the
-program's bytes, the target, the options, the compiler's version and LIBTPU_INIT_ARGS), and a second
-``report``, ``plan`` or ``pytest`` run of the same step reads it back. The emulator's
-CPU executables are kept the same way (jaxlib's ``serialize_executable``); like any
-compiled program, load only a cache folder you wrote yourself.
+program's bytes, the target, the options, the compiler's version and its flags in
+``LIBTPU_INIT_ARGS``), and a second ``report``, ``plan`` or ``pytest`` run of the same
+step reads it back. The emulator's CPU executables are kept the same way (jaxlib's
+``serialize_executable``); like any compiled program, load only a cache folder you wrote
+yourself.
 
 The folder is ``$SPATIAL_TF_COMPILE_CACHE`` if set, else ``$XDG_CACHE_HOME/spatial_tf/
 compiles`` (``~/.cache/spatial_tf/compiles``); ``SPATIAL_TF_COMPILE_CACHE=off`` turns the
