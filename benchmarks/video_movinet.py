@@ -2,9 +2,10 @@
 
 MoViNet-A0 (``official.projects.movinet``, the base backbone, random initialization, no
 weights downloaded) with ``MovinetClassifier``'s head, ``num_classes`` classes, Keras'
-sparse cross-entropy on the logits, Adam (``--optimizer sgd`` for SGD); one train step on ``--cores`` emulated cores for
-each spec, first as Model Garden builds the model (tf_keras' fused batch norm, grouped
-depthwise ``Conv3D``), then after ``spatial_tf.layers.partition_friendly(model)``.
+sparse cross-entropy on the logits, Adam (``--optimizer sgd`` for SGD); one train step on
+``--cores`` emulated cores for each spec, first as Model Garden builds the model
+(tf_keras' fused batch norm, grouped depthwise ``Conv3D``), then after
+``spatial_tf.layers.partition_friendly(model)``.
 
 Printed per spec and model form: temp bytes per core, the ratio to the same step on one
 core (the unpartitioned program, compiled in the same report), the all-gathers (count /

@@ -10,7 +10,8 @@ temp, their ratio, and the floor, temp per core minus the unpartitioned temp / c
 (what stays whole on every core, 0 for an ideal split). The floor's growth from one row
 to the next is what that part adds. With ``--parts``, two more steps return the
 gradients of MoViNet's depthwise kernels alone and of every other weight, to tell which
-layers' kernel gradients make the floor. XLA:CPU figures from the emulator, not a TPU's.
+layers' kernel gradients make the floor. XLA:CPU figures from the emulator; with
+``--target``, XLA's TPU compiler's for that generation beside them (compile-only).
 
     python benchmarks/video_weight_floor.py                       # 2x8x192x192, [1,1,2,2,1]
     python benchmarks/video_weight_floor.py --size 64 --spec 1,4,1,1,1

@@ -18,6 +18,7 @@ sizes, so a ratio inflated by it is not read as the TPU's.
 [('f32[384,5,3,3,384]', 26542080)]
 """
 import dataclasses
+import math
 from typing import Iterable, List, Sequence
 
 from spatial_tf.emulator.diagnose.hlo_text import INSTRUCTION, arrays, element_bytes
@@ -67,11 +68,8 @@ def expanded_depthwise_gradients(hlo_text: str,
         # (a regular kernel gradient may have the expansion's shape, never the mask)
         if ((sizes[0], sizes[1:-1], sizes[-1]) in kernels
                 and sizes[1:-1] + (sizes[0], sizes[-1]) in masks):
-            count = 1
-            for size in sizes:
-                count *= size
             found.append(Expansion(f"{dtype}[{','.join(map(str, sizes))}]",
-                                   count * element_bytes(dtype)))
+                                   math.prod(sizes) * element_bytes(dtype)))
     return found
 
 
