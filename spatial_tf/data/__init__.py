@@ -25,14 +25,16 @@ from spatial_tf.data.resampling import (resample_to_shape, resample_to_spacing,
 from spatial_tf.data.readers import (from_ras, load_example, read_labels, read_volume,
                                     to_ras, volume_dataset, volume_shape, voxel_spacing,
                                     write_volume)
-from spatial_tf.data.synthetic import segmentation_dataset
+from spatial_tf.data.synthetic import MOVING_SQUARES_CLASSES, moving_squares, segmentation_dataset
 from spatial_tf.data.tfrecords import FEATURES, tfrecord_dataset, write_tfrecords
 
 __all__ = [
-    "CocoData", "DETECTION_CLASSES", "DicomVolume", "FEATURES", "MODALITIES", "WINDOWS",
+    "CocoData", "DETECTION_CLASSES", "DicomVolume", "FEATURES", "MODALITIES",
+    "MOVING_SQUARES_CLASSES", "WINDOWS",
     "augment",
     "augment_dataset", "check_static", "coco_dataset", "crop_or_pad", "distribute",
-    "fit_examples", "fit_shape", "flip_horizontal", "from_ras", "load_coco", "load_example", "normalize",
+    "fit_examples", "fit_shape", "flip_horizontal", "from_ras", "load_coco", "load_example",
+    "moving_squares", "normalize",
     "pad_to_multiple", "pad_to_shape", "percentile_scale", "read_dicom_series", "read_labels",
     "read_volume",
     "resample_to_shape", "resample_to_spacing", "resampled_affine", "resampled_shape",

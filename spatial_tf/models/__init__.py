@@ -12,8 +12,9 @@ from spatial_tf.models.sliding_window import sliding_window_predict, tile_positi
 from spatial_tf.models.unet3d import UNetOptions, output_size, unet, unet3d
 from spatial_tf.models import unet3d_presets
 from spatial_tf.models.unet3d_presets import ModelGardenUNetOptions, model_garden_unet3d
+from spatial_tf.models.video import video_classifier
 
 # spatial_tf.models.unet3d_presets (PRESETS) is importable; docs/models.md has its table
 __all__ = ["unet3d", "unet", "UNetOptions", "output_size", "retinanet", "RetinaNetOptions",
            "default_dtype_policy", "model_garden_unet3d", "ModelGardenUNetOptions",
-           "sliding_window_predict", "tile_positions"]
+           "sliding_window_predict", "tile_positions", "video_classifier"]
