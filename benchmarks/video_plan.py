@@ -1,9 +1,9 @@
 """Benchmark: the planner's answer for real video clip sizes, from XLA's TPU compiler.
 
-The (2+1)D video classifier of docs/guide-video.md (per stage a 1x3x3 convolution over
-each frame's pixels and a 3x1x1 one over the frames, each with batch norm and ReLU, then
-2x2 pooling in space; stages of 16, 32 and 64 filters, global average pooling, a dense
-head) with an SGD train step and spatial_tf's cross-entropy, at ``--frames`` x ``--size``
+``spatial_tf.models.video_classifier``, the (2+1)D classifier of docs/guide-video.md (per
+stage a 1x3x3 convolution over each frame's pixels and a 3x1x1 one over the frames, each
+with batch norm and ReLU, then 2x2 pooling in space; stages of 16, 32 and 64 filters,
+global average pooling, a dense head) with an SGD train step and spatial_tf's cross-entropy, at ``--frames`` x ``--size``
 x ``--size`` RGB clips. For each TPU generation and batch size, ``spatial_tf.plan``
 compiles every spec (in space, in time, both) with that generation's TPU compiler
 (libtpu, compile-only, on this CPU machine) and takes its verdict as the fit test.
@@ -24,23 +24,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 SPECS = ((1, 1, 2, 2, 1), (1, 4, 1, 1, 1), (1, 2, 2, 1, 1))
-
-
-def video_classifier(frames, size, classes=4, filters=(16, 32, 64), channels=3):
-    """The guide's (2+1)D classifier (Keras layers only)."""
-    import keras
-    from keras import layers
-
-    inputs = keras.Input((frames, size, size, channels))
-    x = inputs
-    for f in filters:
-        for kernel in ((1, 3, 3), (3, 1, 1)):          # space, then time
-            x = layers.Conv3D(f, kernel, padding="same", use_bias=False)(x)
-            x = layers.BatchNormalization()(x)
-            x = layers.Activation("relu")(x)
-        x = layers.AveragePooling3D((1, 2, 2))(x)
-    x = layers.GlobalAveragePooling3D()(x)
-    return keras.Model(inputs, layers.Dense(classes)(x), name="video_classifier")
 
 
 def make_step(model, optimizer):
@@ -72,13 +55,14 @@ def main(argv=None):
     import tensorflow as tf
     import spatial_tf
     from spatial_tf.emulator.compile.tpu_compile import libtpu_version
+    from spatial_tf.models import video_classifier
     from spatial_tf.planning import PlanOptions
     from spatial_tf.table import format_bytes, format_table
 
     if libtpu_version() is None:
         raise SystemExit("libtpu is not installed: pip install 'spatial-tf[tpu-compile]'")
     keras.utils.set_random_seed(0)
-    model = video_classifier(args.frames, args.size)
+    model = video_classifier((args.frames, args.size, args.size, 3))
     optimizer = keras.optimizers.SGD(0.01)
     optimizer.build(model.trainable_variables)
     step = make_step(model, optimizer)
