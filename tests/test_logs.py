@@ -60,22 +60,6 @@ def test_verbose_switch_shows_them():
     assert "Compiled cluster using XLA" in result.stderr
 
 
-def test_the_demo_prints_nothing_on_stderr_but_its_progress_bar():
-    environ = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    result = subprocess.run(
-        [sys.executable, "-m", "spatial_tf", "demo", "--steps", "2", "--size", "16"],
-        env=dict(environ, PYTHONPATH=REPO), capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    # tqdm redraws its bar with carriage returns on stderr; nothing else may be there
-    redraws = [part for line in result.stderr.splitlines() for part in line.split("\r")]
-    others = [part for part in redraws if part.strip() and "|" not in part]
-    assert others == []
-    assert any("step/s" in part or "it/s" in part or "s/step" in part or "/2 [" in part
-               for part in redraws)
-    assert not any(n in result.stdout + result.stderr for n in NOISE)
-
-
 def test_quiet_keeps_what_is_not_log_noise(capfd):
     with logs.quiet():
         os.write(2, b"I0000 00:00:1795426508.384303    6367 device_compiler.h:208] "
