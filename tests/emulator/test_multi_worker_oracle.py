@@ -15,8 +15,11 @@ import multi_worker_loop
 pytestmark = pytest.mark.emulator
 
 
-@pytest.mark.parametrize("hosts", [2, 4])
-@pytest.mark.parametrize("route", ["dataset_fn", "global dataset"])
+@pytest.mark.parametrize("hosts,route", [
+    (4, "dataset_fn"), (4, "global dataset"),
+    # each a cluster of processes: benchmarks/extended_tests.py runs these
+    pytest.param(2, "dataset_fn", marks=pytest.mark.extended),
+    pytest.param(2, "global dataset", marks=pytest.mark.extended)])
 def test_each_replica_sees_what_multi_worker_mirrored_feeds_it_and_trains_alike(hosts, route):
     cluster = multi_worker_loop.run_cluster(hosts, route)
     emulated = multi_worker_loop.train(

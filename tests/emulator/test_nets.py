@@ -20,16 +20,21 @@ from spatial_tf.models import UNetOptions, unet
 
 pytestmark = pytest.mark.slow  # each compiles and runs a U-Net train step twice
 
+EXTENDED = pytest.mark.extended   # benchmarks/extended_tests.py runs these
 CASES = [
     # input shape (no batch), U-Net options, spec, cores
     ((16, 32, 3), UNetOptions(padding="same", downsample="conv"), [1, 2, 4, 1], 8),
-    ((20, 20, 3), UNetOptions(padding="valid", downsample="pool"), [1, 2, 4, 1], 8),
-    ((16, 16, 3), UNetOptions(padding="same", downsample="pool"), [1, 2, 2, 1], 4),
+    pytest.param((20, 20, 3), UNetOptions(padding="valid", downsample="pool"), [1, 2, 4, 1], 8,
+                 marks=EXTENDED),
+    pytest.param((16, 16, 3), UNetOptions(padding="same", downsample="pool"), [1, 2, 2, 1], 4,
+                 marks=EXTENDED),
     ((20, 20, 3), UNetOptions(padding="valid", downsample="pool"), [1, 1, 2, 1], 2),
     ((16, 16, 3), UNetOptions(padding="same", downsample="conv"), [1, 1, 1, 1], 1),
-    ((16, 16, 16, 1), UNetOptions(padding="same", downsample="pool"), [1, 8, 1, 1, 1], 8),
+    pytest.param((16, 16, 16, 1), UNetOptions(padding="same", downsample="pool"),
+                 [1, 8, 1, 1, 1], 8, marks=EXTENDED),
     ((16, 16, 16, 1), UNetOptions(padding="same", downsample="pool"), [1, 2, 2, 2, 1], 8),
-    ((24, 24, 24, 1), UNetOptions(padding="valid", downsample="pool"), [1, 2, 2, 1, 1], 4),
+    pytest.param((24, 24, 24, 1), UNetOptions(padding="valid", downsample="pool"),
+                 [1, 2, 2, 1, 1], 4, marks=EXTENDED),
     ((16, 16, 16, 1), UNetOptions(padding="same", downsample="conv"), [1, 2, 1, 1, 1], 2),
 ]
 
@@ -60,7 +65,7 @@ def _label_spec(spec, shape):
 @pytest.mark.parametrize(
     "input_shape, options, spec, cores", CASES,
     ids=[f"{len(c[0]) - 1}d-{c[1].padding}-{c[1].downsample}-{'x'.join(map(str, c[2]))}"
-         for c in CASES],
+         for c in (getattr(case, "values", case) for case in CASES)],
 )
 def test_train_step_matches_unpartitioned(emulators, input_shape, options, spec, cores):
     model, step, args = _case(input_shape, options, spec, keras.optimizers.SGD(0.1, momentum=0.9))
