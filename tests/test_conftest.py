@@ -20,7 +20,7 @@ def test_without_jax_emulator_tests_skip_with_the_reason(tmp_path):
         "import sys\nsys.modules['jax'] = None\nsys.modules['jaxlib'] = None\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-n", "0",
          "tests/emulator/compile/test_executable.py", "spatial_tf/emulator/compile/executable.py",
          "tests/test_summarize.py"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
