@@ -83,9 +83,9 @@ def _check_shape(input_shape, filters):
     if len(shape) != 4 or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool)
                                   and s > 0 for s in shape):
         raise ValueError(
-            f"{_WHERE}: input_shape is {input_shape!r}; expected 4 positive sizes (frames, "
-            f"height, width, channels), without the batch axis. Fix: e.g. "
-            f"{_WHERE}((8, 32, 32, 3)).")
+            f"video_classifier: input_shape is {input_shape!r}; expected 4 positive sizes "
+            f"(frames, height, width, channels), without the batch axis. Fix: e.g. "
+            f"video_classifier((8, 32, 32, 3)).")
     try:
         counts = tuple(filters)
     except TypeError:
@@ -93,14 +93,14 @@ def _check_shape(input_shape, filters):
     if not counts or not all(isinstance(f, numbers.Integral) and not isinstance(f, bool)
                              and f > 0 for f in counts):
         raise ValueError(
-            f"{_WHERE}: filters is {filters!r}; expected one positive int per stage. Fix: "
-            f"e.g. filters=(16, 32, 64).")
+            f"video_classifier: filters is {filters!r}; expected one positive int per "
+            f"stage. Fix: e.g. filters=(16, 32, 64).")
     frames, height, width, channels = (int(s) for s in shape)
     stages = len(counts)
     last = (height >> (stages - 1), width >> (stages - 1))
     if min(last) < 2:
         raise ValueError(
-            f"{_WHERE}: input_shape is {shape}: height and width {height} x {width} leave "
+            f"video_classifier: input_shape is {shape}: height and width {height} x {width} leave "
             f"{last[0]} x {last[1]} pixels for the last of {stages} stages (each pools 2x2); "
             f"expected at least 2 x 2 there. Fix: clips of at least {2 ** stages} x "
             f"{2 ** stages} pixels, or fewer stages, e.g. filters="
