@@ -36,7 +36,7 @@ def main(argv=None):
             if os.path.exists(report) else []
         rows = [[f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}",
                  _outcome(case), f"{float(case.get('time', 0)):.1f}"]
-                for case in cases if case.get("name")]   # not a module skipped whole
+                for case in cases if case.get("classname")]   # not a module skipped whole
     print(format_table(["extended test", "outcome", "s"], rows,
                        title="pytest -m extended", right=("s",)))
     return status
