@@ -1,7 +1,6 @@
 """What the train, evaluate, predict, demo and detection commands share: the default
 split, training until a signal, and reading a model dir's checkpoint."""
 import math
-import os
 import signal
 import sys
 

@@ -25,7 +25,7 @@ import dataclasses
 import math
 import sys
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import tensorflow as tf
 
