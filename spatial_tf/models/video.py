@@ -16,7 +16,7 @@ after the input splits the clip (``[1,1,2,2,1]`` in space, ``[1,4,1,1,1]`` in ti
 >>> video_classifier((8, 2, 2, 1), filters=(8, 16))
 Traceback (most recent call last):
 ...
-ValueError: video_classifier: input_shape is (8, 2, 2, 1): height and width 2 x 2 leave 1 x 1 pixels for the last of 2 stages (each pools 2x2); expected at least 2 x 2 there. Fix: clips of at least 4 x 4 pixels, or fewer stages, e.g. filters=(8,).
+ValueError: video_classifier: input_shape is (8, 2, 2, 1): height and width 2 x 2 leave 1 x 1 pixels for the last of 2 stage(s) (each pools 2x2); expected at least 2 x 2 there. Fix: clips of at least 4 x 4 pixels, or fewer stages, e.g. filters=(8,).
 """
 import numbers
 from typing import Optional, Sequence, Union
@@ -24,6 +24,7 @@ from typing import Optional, Sequence, Union
 import keras
 
 from spatial_tf.checks import check_int
+from spatial_tf.layers import Split
 from spatial_tf.models._option_checks import check_fraction
 from spatial_tf.models.precision import output_dtype, resolve_dtype_policy
 
@@ -55,8 +56,6 @@ def video_classifier(input_shape: Sequence[int], spec: Optional[Sequence[int]] =
     check_int(classes, "classes", f"{_WHERE}(..., classes=4)", where=_WHERE)
     check_fraction(norm_momentum, _WHERE, "norm_momentum", "e.g. norm_momentum=0.99")
     policy = resolve_dtype_policy(dtype_policy, _WHERE)
-    from spatial_tf.layers import Split
-
     inputs = keras.Input(shape, dtype=policy.variable_dtype, name="clips")
     x = Split(spec, dtype=policy, name="split")(inputs) if spec is not None else inputs
     for stage, count in enumerate(filters, start=1):
@@ -99,10 +98,10 @@ def _check_shape(input_shape, filters):
     stages = len(counts)
     last = (height >> (stages - 1), width >> (stages - 1))
     if min(last) < 2:
+        fewer = f", or fewer stages, e.g. filters={counts[:-1]}" if stages > 1 else ""
         raise ValueError(
-            f"video_classifier: input_shape is {shape}: height and width {height} x {width} leave "
-            f"{last[0]} x {last[1]} pixels for the last of {stages} stages (each pools 2x2); "
-            f"expected at least 2 x 2 there. Fix: clips of at least {2 ** stages} x "
-            f"{2 ** stages} pixels, or fewer stages, e.g. filters="
-            f"{tuple(counts[:max(1, stages - 1)])}.")
+            f"video_classifier: input_shape is {shape}: height and width {height} x "
+            f"{width} leave {last[0]} x {last[1]} pixels for the last of {stages} stage(s) "
+            f"(each pools 2x2); expected at least 2 x 2 there. Fix: clips of at least "
+            f"{2 ** stages} x {2 ** stages} pixels{fewer}.")
     return frames, height, width, channels
