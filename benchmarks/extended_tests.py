@@ -44,9 +44,9 @@ def main(argv=None):
 
 def _outcome(case):
     """passed, failed, error or skipped: what junit XML says of one test case."""
-    for kind in ("failure", "error", "skipped"):
-        if case.find(kind) is not None:
-            return {"failure": "failed", "error": "error"}.get(kind, kind)
+    for tag, outcome in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+        if case.find(tag) is not None:
+            return outcome
     return "passed"
 
 
