@@ -12,13 +12,47 @@ the libtpu topology names, ``jax.experimental.topologies.get_topology_desc`` wit
 True
 >>> generation("v3").topology_for(16)               # 16 TensorCores: a 4x4 chip mesh
 'v3:4x4'
+>>> round(generation("v3").timing.clock_hz / 1e6)    # 123 TFLOP/s / (2 x 2 MXUs x 128^2 x 2)
+938
+>>> generation("tpu7x").timing is None              # its MXU count is not published
+True
 """
 import dataclasses
 from typing import Dict, Optional, Tuple
 
-__all__ = ["Generation", "GENERATIONS", "generation", "names"]
+__all__ = ["Generation", "Timing", "GENERATIONS", "generation", "names"]
 
 GiB = 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """What turns the TPU compiler's cycle estimates into seconds and prices collectives.
+
+    Attributes:
+      tensorcores_per_chip, mxus_per_core, mxu_size: the chip's matrix units (an MXU is
+        ``mxu_size`` x ``mxu_size`` multiply-accumulators, 2 flops each per cycle).
+      peak_bf16_per_chip: peak bfloat16 FLOP/s of one chip, as Cloud TPU publishes it.
+      hbm_bandwidth_per_chip: HBM bytes/s of one chip.
+      ici_link_bandwidth: one-way bytes/s of one inter-chip link.
+      ici_links_per_chip: inter-chip links of one chip (4: 2D torus, 6: 3D torus).
+      source: where each figure comes from.
+    """
+
+    tensorcores_per_chip: int
+    mxus_per_core: int
+    mxu_size: int
+    peak_bf16_per_chip: float
+    hbm_bandwidth_per_chip: float
+    ici_link_bandwidth: float
+    ici_links_per_chip: int
+    source: str
+
+    @property
+    def clock_hz(self) -> float:
+        """The TensorCore clock, derived: peak FLOP/s / (cores x MXUs x size^2 x 2)."""
+        per_cycle = self.tensorcores_per_chip * self.mxus_per_core * self.mxu_size**2 * 2
+        return self.peak_bf16_per_chip / per_cycle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +70,9 @@ class Generation:
       tensorflow: the newest TensorFlow runtime Cloud TPU documents for it, or None when
         Cloud TPU documents none (a compile target only).
       source: where the figures come from.
+      timing: the figures that turn the TPU compiler's cycles into seconds (``Timing``),
+        or None where Cloud TPU does not publish them (no step time is given then).
+      timing_missing: why ``timing`` is None.
     """
 
     name: str
@@ -47,6 +84,8 @@ class Generation:
     topologies: Tuple[str, ...]
     tensorflow: Optional[str]
     source: str
+    timing: Optional[Timing] = None
+    timing_missing: str = ""
 
     def topology_for(self, num_devices: int) -> str:
         """The smallest libtpu topology with at least ``num_devices`` devices."""
@@ -70,32 +109,54 @@ def _devices_of(gen, topology):
 _2D = ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16")
 _3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8")
 
+# Peak FLOP/s, HBM bandwidth and MXUs: each generation's Cloud TPU page; one-way ICI link
+# bandwidth and links per chip: the scaling book's TPU table (jax-ml.github.io/scaling-book/
+# tpus), which is about 10% below Cloud TPU's nominal per-chip figures.
+_SCALING_BOOK = "jax-ml.github.io/scaling-book/tpus (ICI bandwidth per link, links per chip)"
+
+
+def _timing(cores, mxus, size, peak, hbm, link, links, page):
+    return Timing(cores, mxus, size, peak, hbm, link, links, f"{page}; {_SCALING_BOOK}")
+
+
 _RECORDS = [
     Generation("v2", (), 2, 2, "TensorCore (2 per chip, 16 GiB per chip)", 8 * GiB,
             tuple(f"v2:{t}" for t in ("2x2", "4x4", "8x8")), "2.x (retired)",
-            "cloud.google.com/tpu/docs/system-architecture-tpu-vm (TPU v2)"),
+            "cloud.google.com/tpu/docs/system-architecture-tpu-vm (TPU v2)",
+            timing_missing="Cloud TPU publishes no ICI bandwidth for v2"),
     Generation("v3", (), 2, 2, "TensorCore (2 per chip, 32 GiB per chip)", 16 * GiB,
             tuple(f"v3:{t}" for t in ("2x2", "4x4", "8x8")), "2.x",
-            "cloud.google.com/tpu/docs/v3: 32 GiB HBM2 per chip, 2 TensorCores"),
+            "cloud.google.com/tpu/docs/v3: 32 GiB HBM2 per chip, 2 TensorCores",
+            _timing(2, 2, 128, 123e12, 900e9, 1e11, 4,
+                    "cloud.google.com/tpu/docs/v3: 123 TFLOP/s, 900 GBps, 2 MXUs per core")),
     # v4: TensorFlow sees one device per chip (megacore); libtpu's compile-only client
     # lists each TensorCore as a device (v4:2x2x1 has 8)
     Generation("v4", (), 1, 2, "chip (megacore: 2 TensorCores as one device)", 32 * GiB,
             tuple(f"v4:{t}" for t in _3D[:5]), "2.x",
-            "cloud.google.com/tpu/docs/v4: 32 GiB HBM2 per chip, megacore"),
+            "cloud.google.com/tpu/docs/v4: 32 GiB HBM2 per chip, megacore",
+            _timing(2, 4, 128, 275e12, 1200e9, 4.5e10, 6,
+                    "cloud.google.com/tpu/docs/v4: 275 TFLOP/s, 1200 GBps, 4 MXUs per core")),
     Generation("v5e", ("v5litepod", "v5lite"), 1, 1, "chip (1 TensorCore)", 16 * GiB,
             tuple(f"v5e:{t}" for t in _2D), "2.18",
-            "cloud.google.com/tpu/docs/v5e: 16 GB HBM per chip, 1 TensorCore"),
+            "cloud.google.com/tpu/docs/v5e: 16 GB HBM per chip, 1 TensorCore",
+            _timing(1, 4, 128, 197e12, 819e9, 4.5e10, 4,
+                    "cloud.google.com/tpu/docs/v5e: 197 TFLOP/s, 819 GBps, 4 MXUs")),
     Generation("v5p", (), 1, 1, "chip (megacore: 2 TensorCores as one device)", 95 * GiB,
             tuple(f"v5p:{t}" for t in _3D), "2.x",
-            "cloud.google.com/tpu/docs/v5p: 95 GiB HBM per chip, megacore"),
+            "cloud.google.com/tpu/docs/v5p: 95 GiB HBM per chip, megacore",
+            _timing(2, 4, 128, 459e12, 2765e9, 9e10, 6,
+                    "cloud.google.com/tpu/docs/v5p: 459 TFLOP/s, 2765 GBps, 4 MXUs per core")),
     Generation("v6e", ("trillium",), 1, 1, "chip (1 TensorCore)", 32 * GiB,
             tuple(f"v6e:{t}" for t in _2D), None,
             "cloud.google.com/tpu/docs/v6e: 32 GB HBM per chip, 1 TensorCore; its "
-            "training guides are JAX and PyTorch only"),
+            "training guides are JAX and PyTorch only",
+            timing_missing="Cloud TPU's v6e pages disagree on its MXUs per core, so its "
+                           "clock cannot be derived"),
     Generation("tpu7x", ("ironwood", "v7x"), 2, 2, "device (2 per chip, 192 GiB per chip)",
             96 * GiB, tuple(f"tpu7x:{t}" for t in _3D[:5]), None,
             "cloud.google.com/tpu/docs/tpu7x: 192 GiB HBM per chip, 2 devices; "
-            "TensorFlow is not supported"),
+            "TensorFlow is not supported",
+            timing_missing="Cloud TPU publishes no MXU count or clock for TPU7x"),
 ]
 GENERATIONS: Dict[str, Generation] = {r.name: r for r in _RECORDS}
 _BY_NAME = {alias: g for g in GENERATIONS.values() for alias in (g.name,) + g.aliases}

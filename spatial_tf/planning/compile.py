@@ -29,6 +29,9 @@ class Measured:
     all_reduce_bytes: int     # all-reduce + reduce-scatter
     compile_seconds: float
     tpu_fits: Optional[bool] = None  # the TPU compiler's verdict (None: no target)
+    step_time: Optional[float] = None  # predicted TPU seconds per step (fitting, timed)
+    step_time_missing: Optional[str] = None  # why there is none, with a target
+    cached: bool = False  # the TPU compiler's answer came from the compile cache
 
 
 def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
@@ -56,6 +59,20 @@ def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
     gathers = step.gathers()
     ops = sorted({c.op_name or "(unnamed op)" for c in step.gathers(gather_threshold or 0)})
     reduce = sum(c.bytes for c in found if c.kind in ("all-reduce", "reduce-scatter"))
-    return Measured(cpu, tpu, halo, sum(c.bytes for c in gathers), ops, reduce,
-                    time.perf_counter() - start,
-                    step.program.fits if target is not None else None)
+    measured = Measured(cpu, tpu, halo, sum(c.bytes for c in gathers), ops, reduce,
+                        time.perf_counter() - start,
+                        step.program.fits if target is not None else None)
+    if target is not None:
+        measured.cached = step.program.cached
+        measured.step_time, measured.step_time_missing = _step_time(step)
+    return measured
+
+
+def _step_time(step):
+    """``(seconds, None)`` of a TPU-compiled step, or ``(None, why not)``."""
+    from spatial_tf.emulator.compile.step_time import NoStepTime
+
+    try:
+        return step.step_time().seconds, None
+    except NoStepTime as e:
+        return None, str(e)

@@ -1,11 +1,12 @@
-"""``plan()``: which spec, on how many cores, fits the per-core budget with the least
-communication.
+"""``plan()``: which spec, on how many cores, fits the per-core budget and runs fastest.
 
 Every candidate spec (``candidates.py``) is compiled on the emulator by XLA's SPMD
-partitioner; per candidate the plan reads per-core memory (XLA:CPU's figure and a TPU
-estimate, ``tpu_memory.py``), halo bytes (collective-permute), resharding bytes
-(all-gather / all-to-all, with the TensorFlow ops gathered) and all-reduce bytes, then
-ranks: fits the budget, then least halo + resharding bytes, then least all-reduce bytes,
+partitioner, or with a TPU target by XLA's TPU compiler; per candidate the plan reads
+per-core memory (XLA:CPU's figure and a TPU estimate, ``tpu_memory.py``, or the TPU
+compiler's), the predicted TPU step time (with a target: ``TpuCompiledStep.step_time``),
+halo bytes (collective-permute), resharding bytes (all-gather / all-to-all, with the
+TensorFlow ops gathered) and all-reduce bytes, then ranks: fits the budget, then the
+shortest predicted step, then least halo + resharding bytes, then least all-reduce bytes,
 then least memory. Sizes too large to compile here are predicted from a few smaller
 compiles (``fit_sizes``, ``fit.py``).
 
@@ -36,6 +37,7 @@ from spatial_tf.steps import make_gradient_step, run_model, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
 from spatial_tf.planning.options import PlanOptions, Training, check_memory, from_keywords
+from spatial_tf.emulator.compile.step_time import SOURCE as STEP_TIME_SOURCE, seconds_text
 from spatial_tf.table import format_bytes, format_table
 
 __all__ = ["plan", "Plan", "Candidate", "PlanOptions", "Training"]
@@ -57,6 +59,10 @@ class Candidate:
       fits: peak within the budget (on the plan's memory basis); None without budget.
       predicted: the figures come from ``fit`` rather than a compile at this size.
       fit: ``{"cpu": LinearFit, "tpu": LinearFit, "sizes": [...], "check": {...}}``.
+      step_time: predicted seconds per step on the TPU (the TPU compiler's cost model,
+        ``TpuCompiledStep.step_time``); None without a target, for a program that does
+        not fit, or a generation whose clock is not published (``step_time_missing``).
+      cached: the TPU compiler's answer was read from the compile cache.
     """
 
     spec: tuple
@@ -74,6 +80,9 @@ class Candidate:
     predicted: bool = False
     fit: Optional[dict] = dataclasses.field(default=None, repr=False)
     tpu_fits: Optional[bool] = None
+    step_time: Optional[float] = None
+    step_time_missing: Optional[str] = dataclasses.field(default=None, repr=False)
+    cached: bool = False
 
     @property
     def communication_bytes(self) -> int:
@@ -201,8 +210,11 @@ class Plan:
                 format_bytes(c.cpu["peak"]) if c.cpu else "-", _tpu_peak(c),
                 format_bytes(c.halo_bytes), format_bytes(c.resharding_bytes),
                 format_bytes(c.all_reduce_bytes),
-                "fit" if c.predicted else f"{c.compile_seconds:.1f}", note,
+                "fit" if c.predicted else ("cached" if c.cached
+                                           else f"{c.compile_seconds:.1f}"), note,
             ])
+            if self.tpu_source:
+                rows[-1].insert(5, "-" if c.step_time is None else seconds_text(c.step_time))
         if self.tpu_source and self.budget is not None and self.budget.device is not None:
             # the compiler's own HBM limit decides, not the planning reserve
             budget = (f", budget {self.budget.name}: what its TPU compiler fits in one "
@@ -211,11 +223,15 @@ class Plan:
             budget = f", budget {self.budget}" if self.budget else ", no budget"
         title = (f"{self.function}: {'x'.join(map(str, self.shape))} on {self.num_cores} "
                  f"core(s), per core{budget}")
+        headers = ["rank", "spec", "fits", "peak CPU", tpu_header, "halo", "resharding",
+                   "all-reduce", "compile s", "note"]
+        if self.tpu_source:
+            headers.insert(5, "step est.")
+        rows = [r if len(r) == len(headers) else r[:5] + [""] + r[5:] for r in rows]
         table = format_table(
-            ["rank", "spec", "fits", "peak CPU", tpu_header, "halo", "resharding",
-             "all-reduce", "compile s", "note"],
-            rows, title=title,
-            right=("peak CPU", tpu_header, "halo", "resharding", "all-reduce", "compile s"),
+            headers, rows, title=title,
+            right=("peak CPU", tpu_header, "step est.", "halo", "resharding", "all-reduce",
+                   "compile s"),
         )
         lines = [table, "", self.why]
         if self.tpu_source:
@@ -223,6 +239,7 @@ class Plan:
                 f"Fits and peak TPU: {self.tpu_source}, at the real size; '>' marks a program "
                 f"the compiler refused as out of memory, with the size it said it needs. "
                 f"Peak CPU: not compiled (the TPU compiler's figures decide).")
+            lines.append(_step_time_note(self.candidates))
         else:
             basis = "TPU est." if self.memory == "tpu" else "CPU"
             lines.append(
@@ -241,6 +258,16 @@ class Plan:
 
 def _spec(spec):
     return "[" + ",".join(map(str, spec)) + "]"
+
+
+def _step_time_note(candidates):
+    """Where the ``step est.`` column comes from, or why it is empty."""
+    missing = next((c.step_time_missing for c in candidates
+                    if c.ok and c.tpu_fits and c.step_time is None), None)
+    if missing:
+        return f"Step est.: none: {missing}"
+    return (f"Step est.: seconds per step predicted from {STEP_TIME_SOURCE}; the input "
+            f"pipeline and host work are not counted.")
 
 
 _TPU_HINT = ("pip install 'spatial-tf[tpu-compile]' and a TPU generation as the budget or "
@@ -472,8 +499,10 @@ def _rank(found, budget, memory, tpu_source=None):
                                      or c.peak(memory) <= budget.usable)
             continue
         c.fits = c.peak(memory) <= budget.usable if (c.ok and budget is not None) else None
-    found.sort(key=lambda c: (not c.ok, c.fits is False, c.communication_bytes,
-                              c.all_reduce_bytes, c.peak(memory) if c.ok else 0))
+    found.sort(key=lambda c: (not c.ok, c.fits is False,
+                              c.step_time if c.step_time is not None else math.inf,
+                              c.communication_bytes, c.all_reduce_bytes,
+                              c.peak(memory) if c.ok else 0))
     recommended, why = _recommend(found, budget, memory, tpu_source)
     return found, recommended, why
 
@@ -548,7 +577,8 @@ def _candidate(spec, num_cores, by_edge, fit_sizes, fit_check, shape):
         return Candidate(spec, num_cores, cpu=m.cpu, tpu=m.tpu, halo_bytes=m.halo_bytes,
                          resharding_bytes=m.resharding_bytes, resharding_ops=m.resharding_ops,
                          all_reduce_bytes=m.all_reduce_bytes, compile_seconds=m.compile_seconds,
-                         tpu_fits=m.tpu_fits)
+                         tpu_fits=m.tpu_fits, step_time=m.step_time,
+                         step_time_missing=m.step_time_missing, cached=m.cached)
     return _fitted(spec, num_cores, by_edge, fit_sizes, fit_check, shape)
 
 
@@ -620,11 +650,18 @@ def _recommend(found, budget, memory, tpu_source=None):
         else:
             why += (f"fits {budget.name} ({format_bytes(best.peak(memory))} {basis} peak per "
                     f"core, within {budget.limit}); ")
-    why += (f"it moves the least halo + resharding bytes per core "
-            f"({format_bytes(best.communication_bytes)})")
     others = [c for c in ok if c is not best and (budget is None or c.fits)]
-    if others:
-        why += f", against {format_bytes(others[0].communication_bytes)} for {_spec(others[0].spec)}"
+    if best.step_time is not None:
+        why += f"the shortest predicted TPU step ({seconds_text(best.step_time)})"
+        if others and others[0].step_time is not None:
+            why += f", against {seconds_text(others[0].step_time)} for {_spec(others[0].spec)}"
+        why += f"; it moves {format_bytes(best.communication_bytes)} of halo + resharding per core"
+    else:
+        why += (f"it moves the least halo + resharding bytes per core "
+                f"({format_bytes(best.communication_bytes)})")
+        if others:
+            why += (f", against {format_bytes(others[0].communication_bytes)} for "
+                    f"{_spec(others[0].spec)}")
     if best.resharding_ops:
         why += f"; XLA still gathers at {', '.join(best.resharding_ops[:3])}"
     return best, why + "."

@@ -239,6 +239,27 @@ class TpuCompiledStep(_ProgramText):
         """The TPU compiler's cost analysis of the partitioned step (per core)."""
         return dict(self.program.cost)
 
+    def step_time(self, partitioned: bool = True):
+        """The predicted seconds of one step on the TPU (``step_time.StepTime``: the
+        compiler's estimated cycles at the generation's clock, plus the collectives
+        priced over its inter-chip links); ``partitioned=False``: the step on one core.
+
+        Raises:
+          step_time.NoStepTime: the program does not fit (the compiler produced none),
+            or the generation's clock or links are not published.
+        """
+        from spatial_tf.emulator.compile.step_time import NoStepTime, step_time
+
+        program = self.program if partitioned else self.unpartitioned
+        if not program.fits:
+            raise NoStepTime(
+                f"{self.traced.name}: no step time on TPU {self.target.name}: the TPU "
+                f"compiler did not fit the step in one core's HBM "
+                f"({program.verdict()}), so there is no program to time. Fix: more "
+                f"cores per replica, or a smaller batch or volume.")
+        return step_time(program.hlo_text, self.target.generation,
+                         num_cores=program.num_partitions, libtpu=program.libtpu)
+
     @property
     def unpartitioned(self):
         """The same step compiled by the TPU compiler for one core (a ``TpuProgram``)."""

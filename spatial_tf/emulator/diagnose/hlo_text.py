@@ -11,7 +11,7 @@ import dataclasses
 import re
 from typing import Dict
 
-__all__ = ["Collective", "collectives", "shape_bytes", "dims", "tuple_elements", "KINDS",
+__all__ = ["Collective", "collectives", "computations", "shape_bytes", "dims", "tuple_elements", "KINDS",
            "GATHER_KINDS", "element_bytes", "arrays", "INSTRUCTION"]
 
 # kind -> what it means in a spatially partitioned program
@@ -146,7 +146,31 @@ def _start_result(op, shape):
 def _header(line):
     """The computation a line opens (``%name (params) -> shape {``), or None."""
     m = _COMPUTATION.match(line)
-    return m.group("name") if m and "=" not in line.split("{", 1)[0] else None
+    head = re.sub(r"/\*.*?\*/", "", line).split("{", 1)[0]  # /*index=5*/ in long lists
+    return m.group("name") if m and "=" not in head else None
+
+
+def computations(hlo_text):
+    """``(entry, {name: [instruction lines]})``: each computation of ``hlo_text`` with
+    its instruction lines in program order (the schedule, in a scheduled module).
+
+    >>> text = "%f (p: f32[]) -> f32[] {\\n  %p = f32[] parameter(0)\\n}\\n" \\
+    ...        "ENTRY %main (a: f32[]) -> f32[] {\\n  ROOT %r = f32[] fusion(%a), calls=%f\\n}"
+    >>> entry, bodies = computations(text)
+    >>> entry, {name: len(lines) for name, lines in bodies.items()}
+    ('main', {'f': 1, 'main': 1})
+    """
+    entry, bodies, current = None, {}, None
+    for line in hlo_text.splitlines():
+        name = _header(line)
+        if name is not None:
+            current = name
+            bodies[current] = []
+            if line.lstrip().startswith("ENTRY"):
+                entry = current
+        elif current is not None and INSTRUCTION.match(line):
+            bodies[current].append(line)
+    return entry, bodies
 
 
 def _async_called(lines):

@@ -39,7 +39,9 @@ class Report:
       gather_threshold_bytes: the size from which a gathered tensor is activation-sized.
       tpu: with a TPU target, what XLA's TPU compiler says of the same step (``target``,
         ``device_kind``, ``source``, ``partitioned`` / ``unpartitioned`` bytes by kind or
-        None where it does not fit, ``fits``, ``verdict``, ``compile_seconds``); else None.
+        None where it does not fit, ``fits``, ``verdict``, ``compile_seconds``,
+        ``step_time``: ``StepTime`` or None for each, ``step_time_missing``: why none);
+        else None.
       notes: memory XLA:CPU spends that XLA's TPU compiler does not (``cpu_only``).
     """
 
@@ -101,6 +103,7 @@ class Report:
             memory += "\n" + "\n".join(
                 f"{name} {which}: {self.tpu['verdict'][which]}"
                 for which in ("partitioned", "unpartitioned"))
+            memory += "\n" + _step_time_lines(self.tpu)
         kinds = self.by_kind()
         comm = format_table(
             ["collective", "count", "bytes per core", "largest", "what it is"],
@@ -138,10 +141,48 @@ def _tpu_cells(tpu, kind):
     return cells
 
 
+def _step_time_lines(tpu):
+    """The predicted TPU step times, partitioned and not, their ratio and their source;
+    or why there is none."""
+    from spatial_tf.emulator.compile.step_time import seconds_text
+
+    times = tpu.get("step_time") or {}
+    name = f"TPU {tpu['target']}"
+    shown = {which: t for which, t in times.items() if t is not None}
+    if not shown:
+        return f"{name} step time: none ({tpu.get('step_time_missing')})"
+    first = next(iter(shown.values()))
+    head = f"{name} step time, predicted from {first.source}: " + ", ".join(
+        f"{which} {seconds_text(t.seconds)}" for which, t in shown.items())
+    if len(shown) == 2:
+        head += (f"; speed-up of the split "
+                 f"{shown['unpartitioned'].seconds / shown['partitioned'].seconds:.2f}x")
+    lines = [head] + [f"  {which}: {t.breakdown()}" for which, t in shown.items()]
+    if len(shown) < 2:
+        lines.append(f"  {tpu.get('step_time_missing')}")
+    return "\n".join(lines)
+
+
+def _tpu_step_times(on_tpu):
+    """``{partitioned|unpartitioned: StepTime or None}`` and why one is missing."""
+    from spatial_tf.emulator.compile.step_time import NoStepTime
+
+    times, missing = {}, []
+    for which, partitioned in (("partitioned", True), ("unpartitioned", False)):
+        try:
+            times[which] = on_tpu.step_time(partitioned)
+        except NoStepTime as e:
+            times[which] = None
+            missing.append(f"{which}: {e}")
+    return times, "; ".join(missing) or None
+
+
 def _tpu_figures(on_tpu):
     """``Report.tpu`` from a ``TpuCompiledStep``."""
     programs = {"partitioned": on_tpu.program, "unpartitioned": on_tpu.unpartitioned}
+    times, missing = _tpu_step_times(on_tpu)
     return {
+        "step_time": times, "step_time_missing": missing,
         "target": on_tpu.target.name,
         "device_kind": on_tpu.program.device_kind,
         "source": on_tpu.source,
