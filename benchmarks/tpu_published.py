@@ -112,6 +112,7 @@ def retinanet_step(image_shape, num_classes=90, anchors=9):
         optimizer.apply(grads, model.trainable_variables)
         return loss
 
+    train_step.model = model  # for the gradient bytes of a data-parallel step
     return train_step
 
 

@@ -30,6 +30,7 @@ class Measured:
     compile_seconds: float
     tpu_fits: Optional[bool] = None  # the TPU compiler's verdict (None: no target)
     step_time: Optional[float] = None  # predicted TPU seconds per step (fitting, timed)
+    step_time_parts: Optional[dict] = None  # its seconds by part (StepTime.parts)
     step_time_missing: Optional[str] = None  # why there is none, with a target
     cached: bool = False  # the TPU compiler's answer came from the compile cache
 
@@ -64,15 +65,17 @@ def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
                         step.program.fits if target is not None else None)
     if target is not None:
         measured.cached = step.program.cached
-        measured.step_time, measured.step_time_missing = _step_time(step)
+        timed, measured.step_time_missing = _step_time(step)
+        if timed is not None:
+            measured.step_time, measured.step_time_parts = timed.seconds, dict(timed.parts)
     return measured
 
 
 def _step_time(step):
-    """``(seconds, None)`` of a TPU-compiled step, or ``(None, why not)``."""
+    """``(StepTime, None)`` of a TPU-compiled step, or ``(None, why not)``."""
     from spatial_tf.emulator.compile.step_time import NoStepTime
 
     try:
-        return step.step_time().seconds, None
+        return step.step_time(), None
     except NoStepTime as e:
         return None, str(e)

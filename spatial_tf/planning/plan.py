@@ -61,7 +61,8 @@ class Candidate:
       fit: ``{"cpu": LinearFit, "tpu": LinearFit, "sizes": [...], "check": {...}}``.
       step_time: predicted seconds per step on the TPU (the TPU compiler's cost model,
         ``TpuCompiledStep.step_time``); None without a target, for a program that does
-        not fit, or a generation whose clock is not published (``step_time_missing``).
+        not fit, or a generation whose clock is not published (``step_time_missing``);
+        ``step_time_parts``: its seconds by part (``StepTime.parts``).
       cached: the TPU compiler's answer was read from the compile cache.
     """
 
@@ -81,6 +82,7 @@ class Candidate:
     fit: Optional[dict] = dataclasses.field(default=None, repr=False)
     tpu_fits: Optional[bool] = None
     step_time: Optional[float] = None
+    step_time_parts: Optional[dict] = dataclasses.field(default=None, repr=False)
     step_time_missing: Optional[str] = dataclasses.field(default=None, repr=False)
     cached: bool = False
 
@@ -578,6 +580,7 @@ def _candidate(spec, num_cores, by_edge, fit_sizes, fit_check, shape):
                          resharding_bytes=m.resharding_bytes, resharding_ops=m.resharding_ops,
                          all_reduce_bytes=m.all_reduce_bytes, compile_seconds=m.compile_seconds,
                          tpu_fits=m.tpu_fits, step_time=m.step_time,
+                         step_time_parts=m.step_time_parts,
                          step_time_missing=m.step_time_missing, cached=m.cached)
     return _fitted(spec, num_cores, by_edge, fit_sizes, fit_check, shape)
 
