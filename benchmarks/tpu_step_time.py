@@ -52,10 +52,12 @@ ROWS = [
         (8, 2560, 2560, 3), 8, (1, 4, 2, 1), 8, 0.822),
     Row("unet3d", "128^3, v3-8, global batch 32", CLOUD, (4, 128, 128, 128, 1), 1,
         (1, 1, 1, 1, 1), 8, 3.428),
-    Row("unet3d", "128^3, v3-8, global batch 32 (batch 2 per core compiled, x2)", CLOUD,
-        (2, 128, 128, 128, 1), 1, (1, 1, 1, 1, 1), 8, 3.428, batch_scale=2),
+    Row("unet3d", "128^3, v3-8, global batch 32 (batch 1 per core compiled, x4)", CLOUD,
+        (1, 128, 128, 128, 1), 1, (1, 1, 1, 1, 1), 8, 3.428, batch_scale=4),
     Row("unet3d", "256^3, v3-64, global batch 32, [1,16,1,1,1]", CLOUD,
         (8, 256, 256, 256, 1), 16, (1, 16, 1, 1, 1), 4, 3.02),
+    Row("unet3d", "256^3, v3-64, global batch 32, [1,16,1,1,1] (batch 4 compiled, x2)",
+        CLOUD, (4, 256, 256, 256, 1), 16, (1, 16, 1, 1, 1), 4, 3.02, batch_scale=2),
     Row("resnet50", "224^2, v3-8, global batch 1024, momentum",
         "MLPerf Training v0.5, Google cloud_v3.8 ResNet logs (5004 steps between evals)",
         (128, 224, 224, 3), 1, (1, 1, 1, 1), 8, 0.137),
@@ -123,7 +125,7 @@ def main(argv=None):
 
     from spatial_tf.emulator.compile.step_time import seconds_text
     from spatial_tf.emulator.compile.tpu_compile import libtpu_version
-    from spatial_tf.table import format_table
+    from spatial_tf.table import format_bytes, format_table
 
     if libtpu_version() is None:
         print("libtpu is not installed: pip install 'spatial-tf[tpu-compile]'", file=sys.stderr)
@@ -135,15 +137,16 @@ def main(argv=None):
         c, reduce = measure(row)
         seconds = time.perf_counter() - start
         if c.step_time is None:
+            why = (f"does not fit: needs {format_bytes(c.tpu['peak'])} per core"
+                   if c.ok and c.tpu_fits is False else (c.step_time_missing or c.reason))
             rows.append([number, f"{row.model} {row.run}", seconds_text(row.published),
-                         "-", "-", c.step_time_missing or c.reason or "no time", "",
-                         "cached" if c.cached else f"{seconds:.0f}"])
+                         "-", "-", why, "", "cached" if c.cached else f"{seconds:.0f}"])
             continue
         parts = dict(c.step_time_parts)
         if reduce:
             parts[f"gradient all-reduce over {row.replicas} replicas"] = reduce
         predicted = (c.step_time + reduce) * row.batch_scale
-        top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+        top = sorted(parts.items(), key=lambda kv: -kv[1])[:2]
         rows.append([number, f"{row.model} {row.run}", seconds_text(row.published),
                      seconds_text(predicted), f"{predicted / row.published - 1:+.0%}",
                      max(parts, key=parts.get),

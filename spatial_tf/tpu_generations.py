@@ -70,6 +70,10 @@ class Generation:
       tensorflow: the newest TensorFlow runtime Cloud TPU documents for it, or None when
         Cloud TPU documents none (a compile target only).
       source: where the figures come from.
+      suffix_counts: what the number of a slice name counts (``"TensorCores"``: v4-8 is 8
+        TensorCores, 4 chips; ``"chips"``: v5litepod-8 is 8 chips).
+      chip_config: libtpu's chip configuration for compile-only devices as TensorFlow
+        sees them (``"megacore"``: one device per chip), or None for libtpu's default.
       timing: the figures that turn the TPU compiler's cycles into seconds (``Timing``),
         or None where Cloud TPU does not publish them (no step time is given then).
       timing_missing: why ``timing`` is None.
@@ -86,6 +90,20 @@ class Generation:
     source: str
     timing: Optional[Timing] = None
     timing_missing: str = ""
+    suffix_counts: str = "TensorCores"
+    chip_config: Optional[str] = None
+
+    def devices_in_slice(self, suffix: int) -> int:
+        """TensorFlow devices of the slice named ``<generation>-<suffix>``.
+
+        >>> generation("v4").devices_in_slice(8), generation("v3").devices_in_slice(8)
+        (4, 8)
+        >>> generation("v5e").devices_in_slice(8)
+        8
+        """
+        if self.suffix_counts == "chips":
+            return suffix * self.devices_per_chip
+        return max(suffix // (2 if self.chip_config == "megacore" else 1), 1)
 
     def topology_for(self, num_devices: int) -> str:
         """The smallest libtpu topology with at least ``num_devices`` devices."""
@@ -130,28 +148,32 @@ _RECORDS = [
             _timing(2, 2, 128, 123e12, 900e9, 1e11, 4,
                     "cloud.google.com/tpu/docs/v3: 123 TFLOP/s, 900 GBps, 2 MXUs per core")),
     # v4: TensorFlow sees one device per chip (megacore); libtpu's compile-only client
-    # lists each TensorCore as a device (v4:2x2x1 has 8)
-    Generation("v4", (), 1, 2, "chip (megacore: 2 TensorCores as one device)", 32 * GiB,
+    # lists each TensorCore as a device (v4:2x2x1 has 8) unless asked for its "megacore"
+    # chip configuration (4), as MaxText's AOT compile asks for v4 and v5p
+    Generation("v4", (), 1, 1, "chip (megacore: 2 TensorCores as one device)", 32 * GiB,
             tuple(f"v4:{t}" for t in _3D[:5]), "2.x",
             "cloud.google.com/tpu/docs/v4: 32 GiB HBM2 per chip, megacore",
             _timing(2, 4, 128, 275e12, 1200e9, 4.5e10, 6,
-                    "cloud.google.com/tpu/docs/v4: 275 TFLOP/s, 1200 GBps, 4 MXUs per core")),
+                    "cloud.google.com/tpu/docs/v4: 275 TFLOP/s, 1200 GBps, 4 MXUs per core"),
+            chip_config="megacore"),
     Generation("v5e", ("v5litepod", "v5lite"), 1, 1, "chip (1 TensorCore)", 16 * GiB,
             tuple(f"v5e:{t}" for t in _2D), "2.18",
             "cloud.google.com/tpu/docs/v5e: 16 GB HBM per chip, 1 TensorCore",
             _timing(1, 4, 128, 197e12, 819e9, 4.5e10, 4,
-                    "cloud.google.com/tpu/docs/v5e: 197 TFLOP/s, 819 GBps, 4 MXUs")),
+                    "cloud.google.com/tpu/docs/v5e: 197 TFLOP/s, 819 GBps, 4 MXUs"),
+            suffix_counts="chips"),
     Generation("v5p", (), 1, 1, "chip (megacore: 2 TensorCores as one device)", 95 * GiB,
             tuple(f"v5p:{t}" for t in _3D), "2.x",
             "cloud.google.com/tpu/docs/v5p: 95 GiB HBM per chip, megacore",
             _timing(2, 4, 128, 459e12, 2765e9, 9e10, 6,
-                    "cloud.google.com/tpu/docs/v5p: 459 TFLOP/s, 2765 GBps, 4 MXUs per core")),
+                    "cloud.google.com/tpu/docs/v5p: 459 TFLOP/s, 2765 GBps, 4 MXUs per core"),
+            chip_config="megacore"),
     Generation("v6e", ("trillium",), 1, 1, "chip (1 TensorCore)", 32 * GiB,
             tuple(f"v6e:{t}" for t in _2D), None,
             "cloud.google.com/tpu/docs/v6e: 32 GB HBM per chip, 1 TensorCore; its "
             "training guides are JAX and PyTorch only",
             timing_missing="Cloud TPU's v6e pages disagree on its MXUs per core, so its "
-                           "clock cannot be derived"),
+                           "clock cannot be derived", suffix_counts="chips"),
     Generation("tpu7x", ("ironwood", "v7x"), 2, 2, "device (2 per chip, 192 GiB per chip)",
             96 * GiB, tuple(f"tpu7x:{t}" for t in _3D[:5]), None,
             "cloud.google.com/tpu/docs/tpu7x: 192 GiB HBM per chip, 2 devices; "

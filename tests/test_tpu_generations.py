@@ -56,7 +56,7 @@ def test_every_slice_takes_its_devices_per_chip_from_its_generation():
 
 @pytest.mark.parametrize("name, cores, topology", [
     ("v3", 1, "v3:2x2"), ("v3", 8, "v3:2x2"), ("v3", 16, "v3:4x4"), ("v3", 128, "v3:8x8"),
-    ("v4", 16, "v4:2x2x2"), ("v5e", 4, "v5e:2x2"), ("v5e", 5, "v5e:2x4"),
+    ("v4", 8, "v4:2x2x2"), ("v4", 16, "v4:2x2x4"), ("v5e", 4, "v5e:2x2"), ("v5e", 5, "v5e:2x4"),
     ("v5p", 128, "v5p:4x4x8"), ("v6e", 64, "v6e:8x8"), ("tpu7x", 32, "tpu7x:2x2x4"),
 ])
 def test_the_smallest_compile_only_topology_that_holds_the_cores(name, cores, topology):

@@ -68,6 +68,19 @@ def test_unknown_targets_are_refused_with_the_known_ones(value, message):
         tpu_target(3)
 
 
+@pytest.mark.parametrize("name, devices", [
+    ("v4-8", 4), ("v4-32", 16), ("v5p-8", 4), ("v3-8", 8), ("v3-32", 32),
+    ("v5litepod-8", 8), ("v5e-16", 16), ("v6e-8", 8),
+])
+def test_a_slice_target_has_the_devices_tensorflow_sees(name, devices):
+    from spatial_tf.topology.slices import SLICES, canonical_name
+
+    assert tpu_target(name).slice_cores == devices
+    assert tpu_target(name).name == name.replace("v5litepod", "v5e")
+    if canonical_name(name) in SLICES:  # the slice record agrees
+        assert SLICES[canonical_name(name)].num_cores == devices
+
+
 def test_the_topology_holds_the_cores_asked_for():
     assert tpu_target("v3").generation.topology_for(8) == "v3:2x2"
     assert tpu_target("v3").generation.topology_for(9) == "v3:4x4"
@@ -138,9 +151,9 @@ def test_more_cores_than_the_slice_holds_are_refused(monkeypatch):
     with pytest.raises(ValueError, match="1 replica\\(s\\) of 8 cores do not fit TPU v5e-4, "
                                          "which has 4 cores"):
         compile_for_tpu(b"", 8, "v5e-4", name="step")
-    with pytest.raises(ValueError, match="target='v4-4' has 4 cores, fewer than "
+    with pytest.raises(ValueError, match="target='v4-8' has 4 cores, fewer than "
                                          "num_cores_per_replica=8"):
-        Emulator(8, target="v4-4")
+        Emulator(8, target="v4-8")  # megacore: 8 TensorCores are 4 TensorFlow devices
 
 
 # ------------------------------------------------------------------ the TPU compiler itself
@@ -166,6 +179,18 @@ def test_a_split_step_compiles_for_tpu_with_less_memory_per_core(kernel, cache_f
     assert "collective-permute" in {c.kind for c in on_tpu.collectives()}  # halo exchange
     assert "XLA:TPU v5e (libtpu" in on_tpu.source and "compile-only" in on_tpu.source
     assert len(list(cache_folder.glob("*.json"))) == 2  # partitioned and unpartitioned
+
+
+@needs_libtpu
+def test_a_v4_program_is_compiled_for_megacore_devices_as_tensorflow_sees_them(kernel):
+    # a v4-8 is 4 chips: 4 TensorFlow devices of 32 GiB each, not 8 TensorCores of 16
+    on_tpu = Emulator(4, target="v4-8").compile(
+        _conv_step(4, kernel), (np.broadcast_to(np.float32(0), [2, 32768, 32768, 1]),),
+        target="v4-8")  # a zero-stride view: nothing of that size is allocated
+    assert on_tpu.program.topology_devices == 4
+    assert on_tpu.program.device_kind == "TPU v4"
+    assert not on_tpu.fits  # an 8 GiB image's activations need more than a chip's HBM
+    assert 30 * 2**30 < on_tpu.program.available_bytes <= 32 * 2**30
 
 
 @needs_libtpu
