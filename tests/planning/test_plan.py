@@ -203,3 +203,47 @@ def test_keywords_of_earlier_releases_still_plan_and_say_where_they_moved():
                        r"progress, reserve, symmetric, target, workers\) or Training \(loss, model_fn, "
                        r"optimizer\)"):
         spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, budgte="v3")
+
+
+# ------------------------------------------------------------------ ranked by step time
+
+
+def _timed(spec, step_time, halo, fits=True):
+    from spatial_tf.planning.plan import Candidate
+
+    peak = {"argument": 0, "output": 0, "alias": 0, "temp": 1 << 20, "peak": 1 << 20}
+    return Candidate(tuple(spec), 4, tpu=peak, halo_bytes=halo, tpu_fits=fits,
+                     step_time=step_time)
+
+
+def _timed_plan(candidates):
+    from spatial_tf.planning.budgets import parse_budget
+
+    return Plan("step", (1, 64, 64, 1), 4, parse_budget("v5e"), "tpu", False, candidates,
+                None, "", 1.0, tpu_source="the TPU compiler for v5e (XLA:TPU, libtpu x)")
+
+
+def test_fitting_candidates_rank_by_predicted_step_time_then_communication():
+    slow_quiet = _timed([1, 4, 1, 1], 0.020, halo=1 << 10)
+    fast_chatty = _timed([1, 2, 2, 1], 0.010, halo=1 << 20)
+    tie_quieter = _timed([1, 1, 4, 1], 0.010, halo=1 << 15)
+    refused = _timed([4, 1, 1, 1], None, halo=0, fits=False)
+    plan = _timed_plan([slow_quiet, refused, fast_chatty, tie_quieter]).with_budget("v5e")
+    assert [c.spec for c in plan.candidates] == [
+        (1, 1, 4, 1), (1, 2, 2, 1), (1, 4, 1, 1), (4, 1, 1, 1)]
+    assert plan.recommended.spec == (1, 1, 4, 1)
+    assert plan.why.startswith("Recommended [1,1,4,1]: fits v5e")
+    assert "the shortest predicted TPU step (10.0 ms), against 10.0 ms for [1,2,2,1]" in plan.why
+    text = str(plan)
+    assert "step est." in text.splitlines()[1]
+    assert "Step est.: seconds per step predicted from XLA:TPU's cost model" in text
+
+
+def test_without_step_times_the_plan_ranks_by_communication_and_says_why():
+    quiet, chatty = _timed([1, 4, 1, 1], None, 1 << 10), _timed([1, 2, 2, 1], None, 1 << 20)
+    quiet.step_time_missing = chatty.step_time_missing = (
+        "no step time for TPU v6e: Cloud TPU's v6e pages disagree")
+    plan = _timed_plan([chatty, quiet]).with_budget("v5e")
+    assert [c.spec for c in plan.candidates] == [(1, 4, 1, 1), (1, 2, 2, 1)]
+    assert "it moves the least halo + resharding bytes per core" in plan.why
+    assert "Step est.: none: no step time for TPU v6e" in str(plan)

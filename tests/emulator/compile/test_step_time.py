@@ -203,3 +203,28 @@ def test_a_step_that_does_not_fit_has_no_step_time(cache_folder):
     assert report.tpu["step_time"] == {"partitioned": None, "unpartitioned": None}
     assert "did not fit the step in one core's HBM" in report.tpu["step_time_missing"]
     assert "TPU v3 step time: none (partitioned: step: no step time" in str(report)
+
+
+@needs_libtpu
+def test_the_planner_times_one_core_as_the_report_times_the_unpartitioned_step(cache_folder):
+    from spatial_tf import planning
+
+    kernel = tf.Variable(tf.ones([3, 3, 8, 8]))
+
+    def step(x):  # the planner splits the input itself
+        return tf.reduce_sum(tf.nn.conv2d(x, kernel, 1, "SAME") ** 2)
+
+    shape = (4, 512, 512, 8)
+    one = spatial_tf.plan(step, shape, 1, budget="v5e",
+                          options=planning.PlanOptions(progress=False))
+    on_four = spatial_tf.plan(step, shape, 4, budget="v5e",
+                              options=planning.PlanOptions(progress=False))
+    report = Emulator(4, target="v5e").report(
+        lambda x: step(spatial_tf.split(x, list(on_four.recommended.spec))),
+        (tf.zeros(shape),))
+    assert one.candidates[0].step_time == pytest.approx(
+        report.tpu["step_time"]["unpartitioned"].seconds, rel=1e-6)
+    assert on_four.recommended.step_time == pytest.approx(
+        report.tpu["step_time"]["partitioned"].seconds, rel=1e-6)
+    timed = [c.step_time for c in on_four.candidates if c.fits]
+    assert len(timed) >= 2 and on_four.recommended.step_time == min(timed)
