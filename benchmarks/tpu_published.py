@@ -63,9 +63,49 @@ ROWS = [
 ]
 
 
-def retinanet_step(image_shape, num_classes=90, anchors=9):
+def bfloat16_batch_norm(model):
+    """``model`` with each Keras ``BatchNormalization`` replaced by tensorflow/tpu's batch
+    norm under ``bfloat16_scope``: TensorFlow's fused batch norm on the bfloat16
+    activations themselves (``tf.compat.v1.nn.fused_batch_norm``, float32 scale, offset
+    and statistics), where Keras 3's casts its inputs to float32 first."""
+    import keras
+    import tensorflow as tf
+
+    class FusedBfloat16BatchNorm(keras.layers.BatchNormalization):
+        def call(self, inputs, training=None, mask=None):
+            rank = len(inputs.shape)
+            if self.axis != [rank - 1] or rank not in (4, 5):
+                return super().call(inputs, training=training, mask=mask)
+            fmt = "NHWC" if rank == 4 else "NDHWC"
+            ones = tf.ones([inputs.shape[-1]], tf.float32)
+            scale = tf.cast(self.gamma.value, tf.float32) if self.scale else ones
+            offset = tf.cast(self.beta.value, tf.float32) if self.center else ones * 0
+            if not training:
+                y, _, _ = tf.compat.v1.nn.fused_batch_norm(
+                    inputs, scale, offset, tf.cast(self.moving_mean.value, tf.float32),
+                    tf.cast(self.moving_variance.value, tf.float32), self.epsilon,
+                    data_format=fmt, is_training=False)
+                return y
+            y, mean, variance = tf.compat.v1.nn.fused_batch_norm(
+                inputs, scale, offset, epsilon=self.epsilon, data_format=fmt,
+                is_training=True)
+            m = self.momentum
+            self.moving_mean.assign(self.moving_mean * m + mean * (1 - m))
+            self.moving_variance.assign(self.moving_variance * m + variance * (1 - m))
+            return y
+
+    def clone(layer):
+        if type(layer) is keras.layers.BatchNormalization:
+            return FusedBfloat16BatchNorm.from_config(layer.get_config())
+        return layer.__class__.from_config(layer.get_config())
+
+    return keras.models.clone_model(model, clone_function=clone)
+
+
+def retinanet_step(image_shape, num_classes=90, anchors=9, batch_norm="keras"):
     """tensorflow/tpu's RetinaNet train step (see the module docstring), built for
-    ``image_shape`` (height, width, channels)."""
+    ``image_shape`` (height, width, channels); ``batch_norm="bf16"``: with
+    ``bfloat16_batch_norm``."""
     import keras
     import tensorflow as tf
 
@@ -95,6 +135,8 @@ def retinanet_step(image_shape, num_classes=90, anchors=9):
             outputs.append(final(x))
         heads[head] = outputs
     model = keras.Model(backbone.input, heads)
+    if batch_norm == "bf16":
+        model = bfloat16_batch_norm(model)
     optimizer = keras.optimizers.SGD(0.08, momentum=0.9)
     optimizer.build(model.trainable_variables)
 

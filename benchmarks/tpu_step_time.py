@@ -67,27 +67,30 @@ ROWS = [
 ]
 
 
-def build(row):
-    """``(model or step, inputs, training, trainable variables)`` for ``row``."""
+def build(row, batch_norm="keras"):
+    """``(model or step, inputs, training, trainable variables)`` for ``row``;
+    ``batch_norm="bf16"``: tensorflow/tpu's fused batch norm on bfloat16 activations
+    (``tpu_published.bfloat16_batch_norm``) in place of Keras 3's float32 one."""
     import keras
     import tensorflow as tf
 
     from spatial_tf import planning
     from spatial_tf.models import ModelGardenUNetOptions, unet3d
+    from tpu_published import bfloat16_batch_norm, retinanet_step
 
     keras.backend.clear_session()
+    swap = bfloat16_batch_norm if batch_norm == "bf16" else (lambda m: m)
     if row.model == "unet3d":
-        model = unet3d(row.shape[1:], num_classes=3, preset="model_garden",
-                       dtype_policy="mixed_bfloat16", options=ModelGardenUNetOptions())
+        model = swap(unet3d(row.shape[1:], num_classes=3, preset="model_garden",
+                            dtype_policy="mixed_bfloat16",
+                            options=ModelGardenUNetOptions()))
         return model, row.shape, None, model.trainable_variables
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
         if row.model == "retinanet":
-            from tpu_published import retinanet_step
-
-            step = retinanet_step(row.shape[1:])
+            step = retinanet_step(row.shape[1:], batch_norm=batch_norm)
             return step, row.shape, None, step.model.trainable_variables
-        model = keras.applications.ResNet50(weights=None, input_shape=row.shape[1:])
+        model = swap(keras.applications.ResNet50(weights=None, input_shape=row.shape[1:]))
     finally:
         keras.config.set_dtype_policy("float32")
     training = planning.Training(
@@ -97,14 +100,14 @@ def build(row):
     return model, inputs, training, model.trainable_variables
 
 
-def measure(row):
+def measure(row, batch_norm="keras"):
     """The row's plan candidate (the TPU compiler's verdict and step time) and the
     seconds of its data-parallel gradient sum."""
     import spatial_tf
     from spatial_tf import planning
     from spatial_tf.emulator.compile.step_time import gradient_all_reduce
 
-    what, inputs, training, variables = build(row)
+    what, inputs, training, variables = build(row, batch_norm)
     plan = spatial_tf.plan(what, inputs, row.cores, budget="v3", specs=[row.spec],
                            options=planning.PlanOptions(progress=False), training=training)
     gradient_bytes = sum(math.prod(v.shape) * 4 for v in variables)
@@ -116,6 +119,9 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default=None, help="row numbers, e.g. 1,2 (default all)")
     p.add_argument("--list", action="store_true", help="list the rows and exit")
+    p.add_argument("--batch-norm", choices=("keras", "bf16"), default="keras",
+                   help="Keras 3's batch norm (float32 inside, the default), or bf16: "
+                        "tensorflow/tpu's fused batch norm on bfloat16 activations")
     args = p.parse_args(argv)
     chosen = [int(r) for r in args.rows.split(",")] if args.rows else range(1, len(ROWS) + 1)
     if args.list:
@@ -134,7 +140,7 @@ def main(argv=None):
     for number in chosen:
         row = ROWS[number - 1]
         start = time.perf_counter()
-        c, reduce = measure(row)
+        c, reduce = measure(row, args.batch_norm)
         seconds = time.perf_counter() - start
         if c.step_time is None:
             why = (f"does not fit: needs {format_bytes(c.tpu['peak'])} per core"
@@ -158,7 +164,9 @@ def main(argv=None):
          "error", "dominant part", "largest parts", "compile s"],
         rows, right=("published", "predicted", "error", "compile s"),
         title=f"Predicted step time (XLA:TPU v3 cost model, libtpu {libtpu_version()}, "
-              f"compile-only) against published step times"))
+              f"compile-only) against published step times"
+              + ("; batch norm: fused, on bfloat16 activations" if args.batch_norm == "bf16"
+                 else "")))
     return 0
 
 

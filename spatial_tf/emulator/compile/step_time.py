@@ -116,7 +116,8 @@ class StepTime:
         return ", ".join(shown)
 
     def __str__(self):
-        return f"{seconds_text(self.seconds)} per step ({self.breakdown()}); {self.source}"
+        text = f"{seconds_text(self.seconds)} per step ({self.breakdown()}); {self.source}"
+        return text + (f"; not counted: {'; '.join(self.left_out)}" if self.left_out else "")
 
 
 def seconds_text(value: float) -> str:

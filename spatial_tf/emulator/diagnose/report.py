@@ -157,7 +157,9 @@ def _step_time_lines(tpu):
     if len(shown) == 2:
         head += (f"; speed-up of the split "
                  f"{shown['unpartitioned'].seconds / shown['partitioned'].seconds:.2f}x")
-    lines = [head] + [f"  {which}: {t.breakdown()}" for which, t in shown.items()]
+    lines = [head] + [f"  {which}: {t.breakdown()}" + (
+        f"; not counted: {'; '.join(t.left_out)}" if t.left_out else "")
+        for which, t in shown.items()]
     if len(shown) < 2:
         lines.append(f"  {tpu.get('step_time_missing')}")
     return "\n".join(lines)
