@@ -61,3 +61,34 @@ def test_every_slice_takes_its_devices_per_chip_from_its_generation():
 ])
 def test_the_smallest_compile_only_topology_that_holds_the_cores(name, cores, topology):
     assert generation(name).topology_for(cores) == topology
+
+
+# Cloud TPU's published peak bf16 FLOP/s per chip, MXUs per TensorCore and HBM bandwidth,
+# and the scaling book's one-way ICI bandwidth per link and links per chip, written out
+# here: (TensorCores per chip, MXUs per core, peak, HBM bytes/s, ICI link bytes/s, links)
+PUBLISHED_TIMING = {
+    "v3": (2, 2, 123e12, 900e9, 1e11, 4),
+    "v4": (2, 4, 275e12, 1200e9, 4.5e10, 6),
+    "v5e": (1, 4, 197e12, 819e9, 4.5e10, 4),
+    "v5p": (2, 4, 459e12, 2765e9, 9e10, 6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_TIMING))
+def test_timing_figures_are_the_published_ones_and_the_clock_follows(name):
+    cores, mxus, peak, hbm, link, links = PUBLISHED_TIMING[name]
+    t = generation(name).timing
+    assert (t.tensorcores_per_chip, t.mxus_per_core, t.peak_bf16_per_chip,
+            t.hbm_bandwidth_per_chip, t.ici_link_bandwidth, t.ici_links_per_chip) == \
+        (cores, mxus, peak, hbm, link, links)
+    # a 128x128 MXU does 128 * 128 multiply-adds (2 flops each) per cycle
+    assert t.clock_hz == pytest.approx(peak / (cores * mxus * 128 * 128 * 2))
+    assert 0.9e9 < t.clock_hz < 1.8e9
+    assert t.source.startswith(f"cloud.google.com/tpu/docs/{name}") and "scaling-book" in t.source
+
+
+@pytest.mark.parametrize("name", ["v2", "v6e", "tpu7x"])
+def test_generations_without_published_timing_say_why(name):
+    record = generation(name)
+    assert record.timing is None and record.timing_missing
+    assert set(PUBLISHED_TIMING) | {"v2", "v6e", "tpu7x"} == set(GENERATIONS)
