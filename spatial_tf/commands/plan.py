@@ -6,8 +6,11 @@ larger than 64^3 are predicted from compiles at smaller cubes (``--fit-sizes``).
 ``--max-size`` adds the largest cube that fits the budget on these cores; ``--plot``
 writes per-core memory against the budget and the communication of each candidate.
 With libtpu installed and a TPU generation as ``--budget``, XLA's TPU compiler compiles
-every candidate at ``--shape`` itself and decides the fit; ``--max-size`` and
-``--fewest-cores`` are then searched by TPU compiles.
+every candidate at ``--shape`` itself, decides the fit and predicts each step's time, and
+the fitting candidates are ranked by it; ``--max-size`` and ``--fewest-cores`` are then
+searched by TPU compiles. Several core counts (``--cores 1,2,4,8``) give each count's
+fastest fitting spec, its step time and examples per second (``--price``: the cost per
+1,000 examples; ``--plot``: step time against cores).
 """
 import argparse
 import math
@@ -18,6 +21,10 @@ from spatial_tf.tpu_generations import names
 __all__ = ["add_parser", "run", "shape_list", "MODELS"]
 
 MODELS = ("unet3d",)
+EPILOG = """\
+Exit status: 0 when a candidate fits --budget (and --max-size and --fewest-cores
+found an answer), or with no --budget; 1 when no candidate fits (or a search found
+no cube or core count that fits); 2 for a usage error."""
 AUTO_FIT_VOXELS = 64**3  # above this, --fit-sizes defaults to DEFAULT_FIT_SIZES
 DEFAULT_FIT_SIZES = (32, 48, 64)
 
@@ -58,15 +65,31 @@ def _edges(text):
 _edges.__name__ = "edges"
 
 
+def core_counts(text):
+    """``"1,2,4"`` -> ``[1, 2, 4]``: each a power of two from 1 to 128.
+
+    >>> core_counts("8"), core_counts("4,1,2")
+    ([8], [1, 2, 4])
+    """
+    return sorted({power_of_two(v) for v in text.split(",")})
+
+
+core_counts.__name__ = "cores"
+
+
 def add_parser(subparsers):
     p = subparsers.add_parser("plan", help="which spec fits the per-core memory budget with "
                                            "the least communication", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=MODELS, default="unet3d", help="the model (default unet3d)")
     p.add_argument("--shape", type=shape_list, required=True, metavar="B,D,H,W,C",
                    help="the input batch, e.g. 1,128,128,128,1")
-    p.add_argument("--cores", type=power_of_two, default=8, metavar="N",
-                   help="cores per replica: 1, 2, 4, ..., 128 (default 8)")
+    p.add_argument("--cores", type=core_counts, default=[8], metavar="N[,N...]",
+                   help="cores per replica: 1, 2, 4, ..., 128 (default 8); several, e.g. "
+                        "1,2,4,8: the fastest fitting spec on each (needs the TPU compiler)")
+    p.add_argument("--price", type=float, metavar="PER_CHIP_HOUR",
+                   help="price of one chip for an hour: adds the cost per 1,000 examples to "
+                        "the table of several core counts")
     p.add_argument("--budget", metavar="BUDGET",
                    help=f"per-core memory: a TPU generation or slice ({names()}, e.g. "
                         f"v3-8), a size such as 16GiB, or bytes. With libtpu installed "
@@ -109,6 +132,7 @@ def check_args(parser, args):
         except ValueError as e:
             parser.error(str(e))
     compiler = _tpu_compiler_decides(args)
+    _check_scaling(parser, args, compiler)
     if args.fewest_cores and not compiler:
         parser.error("argument --fewest-cores: needs XLA's TPU compiler (pip install "
                      "'spatial-tf[tpu-compile]') and a TPU generation as --budget; expected "
@@ -132,6 +156,24 @@ def check_args(parser, args):
         if size % pool:
             parser.error(f"argument --shape: spatial size {size} (axis {axis + 1}) is not "
                          f"allowed with --depth {args.depth}; expected a multiple of {pool}")
+
+
+def _check_scaling(parser, args, compiler):
+    """Several core counts (or a price): each count's fastest fitting spec, which needs
+    the TPU compiler's step times; the searches answer one count only."""
+    if args.price is not None and not args.price > 0:
+        parser.error(f"argument --price: {args.price:g} is not allowed; expected a positive "
+                     f"price per chip-hour, e.g. --price 1.2")
+    if len(args.cores) == 1 and args.price is None:
+        return
+    if not compiler:
+        parser.error("argument --cores: several core counts (or --price) need XLA's TPU "
+                     "compiler's step times (pip install 'spatial-tf[tpu-compile]') and a "
+                     "TPU generation as --budget; expected e.g. --budget v5e")
+    for flag in ("max_size", "fewest_cores"):
+        if getattr(args, flag):
+            parser.error(f"argument --{flag.replace('_', '-')}: answers one core count; "
+                         f"expected one --cores value with it")
 
 
 def _tpu_compiler_decides(args):
@@ -172,38 +214,77 @@ def run(args):
     shape = tuple(args.shape)
     model = model_fn(shape[1:]) if args.fit_sizes is None else model_fn(
         (args.fit_sizes[0],) * (len(shape) - 2) + shape[-1:])
+    options = planning.PlanOptions(memory=args.memory, bf16=args.bf16,
+                                   fit_sizes=args.fit_sizes, workers=args.workers,
+                                   progress=not args.no_progress)
+    training = planning.Training(model_fn=model_fn)
+    if len(args.cores) > 1 or args.price is not None:
+        return _scaling(args, prog, planning, model, shape, budget, options, training)
     try:
-        options = planning.PlanOptions(memory=args.memory, bf16=args.bf16,
-                                       fit_sizes=args.fit_sizes, workers=args.workers,
-                                       progress=not args.no_progress)
-        result = planning.plan(model, shape, args.cores, budget, options=options,
-                               training=planning.Training(model_fn=model_fn))
+        result = planning.plan(model, shape, args.cores[0], budget, options=options,
+                               training=training)
     except ValueError as e:
         return fail(prog, str(e))
-    print(f"{args.model}: depth {args.depth}, {args.filters}-"
-          f"{args.filters * 2 ** (args.depth - 1)} filters, batch norm, {args.classes} "
-          f"classes, Adam train step")
+    print(_model_line(args))
     print(result)
-    training = planning.Training(model_fn=model_fn)
-    if args.max_size and result.tpu_source:
-        found = planning.search_largest_edge(model, shape, args.cores, budget.name,
-                                             multiple=2 ** (args.depth - 1),
-                                             training=training)
-        print(f"\n{found}")
-    elif args.max_size:
-        edge, best = result.largest_edge(multiple=2 ** (args.depth - 1))
-        if best is None:
-            print(f"\nlargest cube within {budget} on {args.cores} core(s): none (the fixed "
-                  f"part alone does not fit)")
-        else:
-            print(f"\nlargest cube within {budget} on {args.cores} core(s): {edge}^3 with "
-                  f"{'[' + ','.join(map(str, best.spec)) + ']'} (predicted)")
-    if args.fewest_cores:
-        print(f"\n{planning.search_fewest_cores(model, shape, budget.name, training=training)}")
+    answered = _searches(args, planning, model, shape, budget, result,
+                         planning.Training(model_fn=model_fn))
     if args.plot:
         from spatial_tf.commands.outputs import write_atomically
         from spatial_tf.planning.plot import plot
 
         write_atomically(args.plot, lambda tmp: plot(result, tmp))
         print(f"\nplot written to {args.plot}")
-    return 0
+    return 0 if result.recommended is not None and answered else 1  # 1: nothing fits
+
+
+def _model_line(args):
+    return (f"{args.model}: depth {args.depth}, {args.filters}-"
+            f"{args.filters * 2 ** (args.depth - 1)} filters, batch norm, {args.classes} "
+            f"classes, Adam train step")
+
+
+def _scaling(args, prog, planning, model, shape, budget, options, training):
+    """Each of ``--cores``' fastest fitting spec and step time; exit 1 if none fits."""
+    from spatial_tf.commands.options import fail
+
+    try:
+        found = planning.scaling(model, shape, args.cores, budget,
+                                 price_per_chip_hour=args.price, options=options,
+                                 training=training)
+    except ValueError as e:
+        return fail(prog, str(e))
+    print(_model_line(args))
+    print(found)
+    if args.plot:
+        from spatial_tf.commands.outputs import write_atomically
+
+        write_atomically(args.plot, lambda tmp: planning.plot_scaling(found, tmp))
+        print(f"\nplot written to {args.plot}")
+    return 0 if any(r.best is not None for r in found.rows) else 1
+
+
+def _searches(args, planning, model, shape, budget, result, training):
+    """Print what ``--max-size`` and ``--fewest-cores`` found; whether each found an
+    answer (a cube or a core count that fits)."""
+    answered = True
+    if args.max_size and result.tpu_source:
+        found = planning.search_largest_edge(model, shape, args.cores[0], budget.name,
+                                             multiple=2 ** (args.depth - 1),
+                                             training=training)
+        print(f"\n{found}")
+        answered = found.answer is not None
+    elif args.max_size:
+        edge, best = result.largest_edge(multiple=2 ** (args.depth - 1))
+        if best is None:
+            print(f"\nlargest cube within {budget} on {args.cores[0]} core(s): none (the fixed "
+                  f"part alone does not fit)")
+        else:
+            print(f"\nlargest cube within {budget} on {args.cores[0]} core(s): {edge}^3 with "
+                  f"{'[' + ','.join(map(str, best.spec)) + ']'} (predicted)")
+        answered = best is not None
+    if args.fewest_cores:
+        found = planning.search_fewest_cores(model, shape, budget.name, training=training)
+        print(f"\n{found}")
+        answered = answered and found.answer is not None
+    return answered

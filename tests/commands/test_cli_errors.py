@@ -92,9 +92,10 @@ def test_help_lists_exactly_the_commands_that_exist():
     listed = [line.split()[0] for line in result.stdout.split("positional arguments:")[1]
               .split("options:")[0].splitlines()[2:] if line.startswith("    ") and
               not line.startswith("      ")]
-    assert listed == ["demo", "describe", "train", "evaluate", "predict", "plan"] == list(COMMANDS)
+    assert listed == ["demo", "describe", "train", "evaluate", "predict", "plan",
+                      "cache"] == list(COMMANDS)
     assert "fit" not in listed
-    assert "Commands: demo, describe, train, evaluate, predict, plan." in " ".join(
+    assert "Commands: demo, describe, train, evaluate, predict, plan, cache." in " ".join(
         result.stdout.split())
 
 

@@ -32,6 +32,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
      "argument --fit-sizes: 18 is not allowed with --depth 3; expected multiples of 4"),
     (["--shape", "1,16,18,16,1"],
      "argument --shape: spatial size 18 (axis 2) is not allowed with --depth 3; expected a multiple of 4"),
+    (["--shape", "1,16,16,16,1", "--cores", "1,3"],
+     "argument --cores: 3 is not allowed; expected a power of two from 1 to 128"),
+    (["--shape", "1,16,16,16,1", "--cores", "1,2", "--budget", "16GiB"],
+     "argument --cores: several core counts (or --price) need XLA's TPU compiler's step "
+     "times"),
+    (["--shape", "1,16,16,16,1", "--budget", "v5e", "--price", "-1"],
+     "argument --price: -1 is not allowed; expected a positive price per chip-hour"),
 ])
 def test_bad_options_exit_2_with_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -105,9 +112,35 @@ def test_a_tpu_budget_is_decided_by_the_tpu_compiler(tmp_path):
     text = out.stdout
     header = next(line for line in text.splitlines() if line.startswith("rank"))
     assert header.split()[:6] == ["rank", "spec", "fits", "peak", "CPU", "peak"]
-    assert header.split()[6] == "TPU" and "est." not in header
+    assert header.split()[6:9] == ["TPU", "step", "est."]  # the compiler's, not estimated
+    assert "TPU est." not in header
     assert "Fits and peak TPU: the TPU compiler for v5e (XLA:TPU, libtpu " in text
     assert "Recommended [1,2,1,1,1]: fits v5e (the TPU compiler accepted it; peak " in text
     assert "fewest cores for [1, 16, 16, 16, 1]: the TPU compiler for v5e" in text
     assert "Answer: 1 (1 compiles" in text
     assert "compiling for TPU v5e (2 core(s)) with XLA's TPU compiler" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
+                    .libtpu_version() is None,
+                    reason="needs libtpu (XLA's TPU compiler): pip install "
+                           "'spatial-tf[tpu-compile]'")
+def test_several_core_counts_give_each_ones_fastest_spec_and_its_cost(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "spatial_tf", "plan", "--shape", "1,16,16,16,1",
+         "--cores", "2,1", "--depth", "1", "--filters", "2", "--classes", "2",
+         "--budget", "v5e", "--price", "1.2", "--plot", str(tmp_path / "scaling.png"),
+         "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SPATIAL_TF_COMPILE_CACHE": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("cores"))
+    assert header.split()[:5] == ["cores", "spec", "fits", "step", "est."]
+    assert "cost / 1k examples" in header
+    rows = [line.split() for line in lines if re.match(r"^\s+[12]\s+\[", line)]
+    assert [r[0] for r in rows] == ["1", "2"] and all(r[2] == "yes" for r in rows)
+    assert "Cost at 1.2 per chip-hour" in out.stdout
+    assert (tmp_path / "scaling.png").stat().st_size > 10_000

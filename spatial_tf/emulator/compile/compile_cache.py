@@ -10,8 +10,19 @@ yourself.
 
 The folder is ``$SPATIAL_TF_COMPILE_CACHE`` if set, else ``$XDG_CACHE_HOME/spatial_tf/
 compiles`` (``~/.cache/spatial_tf/compiles``); ``SPATIAL_TF_COMPILE_CACHE=off`` turns the
-cache off. Each entry is one JSON file, written whole or not at all (a temporary file
-renamed into place), so an interrupted compile leaves no broken entry.
+cache off. Each entry is one file (``.json`` for the TPU compiler's answers, ``.bin`` for
+CPU executables), written whole or not at all (a temporary ``.partial`` file renamed into
+place), so an interrupted compile leaves no broken entry; a ``.partial`` file more than an
+hour old, left by a process that was killed while writing, is removed at the next store
+or ``clear``.
+
+The folder is kept under a size limit, ``$SPATIAL_TF_COMPILE_CACHE_LIMIT`` (a size such as
+``2GiB`` or ``500MB``, or bytes; ``0`` or ``off`` for none; default 4 GiB): after each
+store the least recently used entries (stored or read longest ago; every read sets the
+file's modification time) are removed until the rest fit. The entry just stored stays,
+even if it alone is larger. Several processes may share the folder: each writes its own
+temporary file, and an entry another process removed first is skipped.
+``python -m spatial_tf cache`` lists the folder; ``cache clear`` empties it (``clear()``).
 
 >>> import tempfile, os
 >>> os.environ["SPATIAL_TF_COMPILE_CACHE"] = tempfile.mkdtemp()
@@ -21,8 +32,14 @@ True
 >>> store(k, {"status": "compiled"})
 >>> load(k)
 {'status': 'compiled'}
+>>> [(entry.path.name == k + ".json", entry.size) for entry in entries()]
+[(True, 22)]
+>>> clear()
+(1, 22)
 >>> del os.environ["SPATIAL_TF_COMPILE_CACHE"]
 """
+import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -30,16 +47,39 @@ import logging
 import os
 import pathlib
 import platform
+import re
 import tempfile
-from typing import Optional
+import time
+from typing import List, NamedTuple, Optional, Tuple
 
-__all__ = ["ENV", "directory", "key", "program_key", "host_cpu", "load", "store",
-           "load_bytes", "store_bytes"]
+__all__ = ["ENV", "LIMIT_ENV", "DEFAULT_LIMIT", "directory", "key", "program_key",
+           "host_cpu", "load", "store", "load_bytes", "store_bytes", "Entry", "entries",
+           "total_size", "clear", "limit"]
 
 ENV = "SPATIAL_TF_COMPILE_CACHE"
+LIMIT_ENV = "SPATIAL_TF_COMPILE_CACHE_LIMIT"
+DEFAULT_LIMIT = 4 * 2**30
+STALE_PARTIAL_SECONDS = 3600  # a writer this long gone was killed
 _OFF = ("", "0", "off", "false", "no")
+_NO_LIMIT = ("0", "off", "none", "no")
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30,
+          "gib": 2**30, "t": 2**40, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9,
+          "tb": 10**12}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# only files this module writes are listed, evicted or removed: keys are sha256 digests
+_ENTRY = re.compile(r"^[0-9a-f]{64}\.(?:json|bin)$")
+_PARTIAL = re.compile(r"^(?:[0-9a-f]{64}\.|tmp)\w+\.partial$")  # mkstemp's names
 _log = logging.getLogger("spatial_tf")
 _warned: set = set()
+
+
+class Entry(NamedTuple):
+    """One stored result: its file, its size in bytes, and when it was last stored or
+    read (the file's modification time, in seconds since the epoch)."""
+
+    path: pathlib.Path
+    size: int
+    last_used: float
 
 
 def directory() -> Optional[pathlib.Path]:
@@ -105,30 +145,175 @@ def store(entry: str, value: dict) -> None:
 
 
 def load_bytes(entry: str, suffix: str = ".bin") -> Optional[bytes]:
-    """The stored bytes for ``entry``, or None."""
+    """The stored bytes for ``entry``, or None. A hit marks the entry as used now (its
+    modification time), so the size limit removes it last."""
     folder = directory()
     if folder is None:
         return None
+    path = folder / f"{entry}{suffix}"
     try:
-        return (folder / f"{entry}{suffix}").read_bytes()
+        data = path.read_bytes()
     except OSError:
         return None
+    with contextlib.suppress(OSError):  # a read-only folder, or evicted meanwhile
+        os.utime(path)
+    return data
 
 
 def store_bytes(entry: str, data: bytes, suffix: str = ".bin") -> None:
-    """Store ``data`` for ``entry``, whole or not at all (see ``store``)."""
+    """Store ``data`` for ``entry``, whole or not at all (see ``store``), then remove the
+    least recently used entries beyond ``limit()``."""
     folder = directory()
     if folder is None:
         return
+    path = folder / f"{entry}{suffix}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
+        _write_whole(path, data)
+    except OSError as e:
+        _warn_not_cached(folder, e)
+        return
+    _evict(folder, keep=path)
+
+
+def _write_whole(path: pathlib.Path, data: bytes) -> None:
+    """``data`` at ``path`` through a temporary file, which is removed if anything
+    (a full disk, an interrupt) stops the write."""
+    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.",
+                                       suffix=".partial")
+    try:
         with os.fdopen(handle, "wb") as f:
             f.write(data)
-        os.replace(partial, folder / f"{entry}{suffix}")
-    except OSError as e:
-        if str(folder) not in _warned:
-            _warned.add(str(folder))
-            _log.warning("spatial_tf: compile results are not cached: %s cannot be written "
-                         "(%s). Fix: set %s to a writable folder, or %s=off.",
-                         folder, e, ENV, ENV)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
+        raise
+
+
+def _warn_not_cached(folder: pathlib.Path, error: OSError) -> None:
+    if str(folder) in _warned:
+        return
+    _warned.add(str(folder))
+    if error.errno == errno.ENOSPC:
+        _log.warning("spatial_tf: compile results are not cached: no space left on the disk "
+                     "of %s (%s). Fix: free space there (python -m spatial_tf cache clear "
+                     "empties this cache), or set %s to a folder on another disk, or %s=off.",
+                     folder, error, ENV, ENV)
+        return
+    _log.warning("spatial_tf: compile results are not cached: %s cannot be written "
+                 "(%s). Fix: set %s to a writable folder, or %s=off.",
+                 folder, error, ENV, ENV)
+
+
+def _parse_size(text: str) -> Optional[int]:
+    """Bytes from a size limit; None for no limit.
+
+    >>> _parse_size("2GiB"), _parse_size("500MB"), _parse_size("1048576"), _parse_size("off")
+    (2147483648, 500000000, 1048576, None)
+    """
+    if text.strip().lower() in _NO_LIMIT:
+        return None
+    size = _SIZE.match(text)
+    unit = _UNITS.get(size.group(2).lower()) if size else None
+    if unit is None:
+        raise ValueError(
+            f"{LIMIT_ENV} is {text!r}; expected a size such as 2GiB or 500MB, bytes, or "
+            f"off for no limit. Fix: e.g. {LIMIT_ENV}=2GiB, or unset it for the default "
+            f"4 GiB.")
+    return int(float(size.group(1)) * unit) or None
+
+
+def limit() -> Optional[int]:
+    """The cache's size limit in bytes: ``$SPATIAL_TF_COMPILE_CACHE_LIMIT`` (``2GiB``,
+    ``500MB``: KiB, MiB, GiB are powers of 1024, KB, MB, GB of 1000; or bytes), else
+    ``DEFAULT_LIMIT`` (4 GiB); None when it is ``0`` or ``off`` (no limit).
+
+    Raises:
+      ValueError: a value that is not a size (the message names it and the fix).
+    """
+    raw = os.environ.get(LIMIT_ENV)
+    return DEFAULT_LIMIT if raw is None or not raw.strip() else _parse_size(raw)
+
+
+def entries() -> List[Entry]:
+    """The stored results, most recently used first (none when the cache is off)."""
+    folder = directory()
+    return [] if folder is None else _scan(folder)[0]
+
+
+def total_size() -> int:
+    """The bytes the stored results take."""
+    return sum(entry.size for entry in entries())
+
+
+def clear() -> Tuple[int, int]:
+    """Remove every stored result, and temporary files of writers killed more than an
+    hour ago; ``(count, bytes)`` of the results removed."""
+    folder = directory()
+    if folder is None:
+        return 0, 0
+    found, partials = _scan(folder)
+    _remove_stale(partials)
+    removed = [entry for entry in found if _remove(entry.path)]
+    return len(removed), sum(entry.size for entry in removed)
+
+
+def _scan(folder: pathlib.Path) -> Tuple[List[Entry], List[Entry]]:
+    """The entries, most recently used first, and the temporary files; a file removed
+    meanwhile (by another process) is left out."""
+    found, partials = [], []
+    try:
+        listing = list(os.scandir(folder))
+    except OSError:  # not made yet, or not readable
+        return found, partials
+    for item in listing:
+        kind = found if _ENTRY.match(item.name) else (
+            partials if _PARTIAL.match(item.name) else None)
+        if kind is None:
+            continue
+        try:
+            stat = item.stat()
+        except OSError:
+            continue
+        kind.append(Entry(pathlib.Path(item.path), stat.st_size, stat.st_mtime))
+    found.sort(key=lambda entry: entry.last_used, reverse=True)
+    return found, partials
+
+
+def _remove(path: pathlib.Path) -> bool:
+    try:
+        os.remove(path)
+    except OSError:  # removed by another process first, or not ours to remove
+        return False
+    return True
+
+
+def _remove_stale(partials: List[Entry]) -> None:
+    old = time.time() - STALE_PARTIAL_SECONDS
+    for partial in partials:
+        if partial.last_used < old:
+            _remove(partial.path)
+
+
+def _evict(folder: pathlib.Path, keep: pathlib.Path) -> None:
+    """Remove the least recently used entries until the folder's entries fit ``limit()``;
+    ``keep`` (the entry just stored) stays."""
+    try:
+        most = limit()
+    except ValueError as e:
+        most = DEFAULT_LIMIT
+        if LIMIT_ENV not in _warned:
+            _warned.add(LIMIT_ENV)
+            _log.warning("spatial_tf: %s The compile cache keeps to 4 GiB meanwhile.", e)
+    found, partials = _scan(folder)
+    _remove_stale(partials)
+    if most is None:
+        return
+    total = sum(entry.size for entry in found)
+    for entry in reversed(found):  # least recently used first
+        if total <= most:
+            break
+        if entry.path != keep:
+            _remove(entry.path)  # gone either way: removed here or by another process
+            total -= entry.size

@@ -21,14 +21,17 @@ TpuTarget('v5e-8')
 Traceback (most recent call last):
 ValueError: unknown TPU generation 'v9'; expected one of v2, v3, v4, v5e, v5p, v6e, tpu7x ...
 """
+import contextlib
 import dataclasses
 import importlib.metadata
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Optional
 
@@ -57,14 +60,26 @@ class TpuCompileTimeout(TimeoutError):
 
 @dataclasses.dataclass(frozen=True)
 class TpuTarget:
-    """A TPU generation, or a named slice of one, to compile for."""
+    """A TPU generation, or a named slice of one, to compile for.
+
+    Attributes:
+      generation: the ``Generation`` record.
+      slice_suffix: the number of a slice name (``8`` of ``"v4-8"``), or None.
+    """
 
     generation: Generation
-    slice_cores: Optional[int] = None  # cores a slice name such as "v4-8" holds
+    slice_suffix: Optional[int] = None
+
+    @property
+    def slice_cores(self) -> Optional[int]:
+        """The devices TensorFlow sees in the named slice (``v4-8``: 4, one per chip)."""
+        if self.slice_suffix is None:
+            return None
+        return self.generation.devices_in_slice(self.slice_suffix)
 
     @property
     def name(self) -> str:
-        return self.generation.name + (f"-{self.slice_cores}" if self.slice_cores else "")
+        return self.generation.name + (f"-{self.slice_suffix}" if self.slice_suffix else "")
 
     def __repr__(self):
         return f"TpuTarget({self.name!r})"
@@ -149,6 +164,8 @@ class TpuProgram:
       compile_seconds: the compiler's time (when it ran; the cached figure otherwise).
       cached: read from the compile cache rather than compiled now.
       libtpu: the compiler's version.
+      topology_devices: the devices of the compile-only topology compiled for (as
+        TensorFlow sees them: a v4 chip is one device).
     """
 
     target: TpuTarget
@@ -164,6 +181,7 @@ class TpuProgram:
     cached: bool
     libtpu: str
     hlo_text: str = dataclasses.field(default="", repr=False)
+    topology_devices: Optional[int] = None  # devices of the compile-only topology
 
     @property
     def source(self) -> str:
@@ -265,6 +283,8 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     request = {"topology": target.generation.topology_for(num_partitions * num_replicas),
                "num_partitions": int(num_partitions), "num_replicas": int(num_replicas),
                "free_in": [bool(f) for f in free_in], "propagate_out": bool(propagate_out)}
+    if target.generation.chip_config:  # megacore: TensorFlow's devices, not TensorCores
+        request["chip_config"] = target.generation.chip_config
     # libtpu's flags (LIBTPU_INIT_ARGS) change what it compiles: part of the answer's key
     entry = compile_cache.program_key(program, "tpu", json.dumps(request, sort_keys=True),
                                       version, os.environ.get("LIBTPU_INIT_ARGS", ""))
@@ -300,20 +320,28 @@ def _program(result, target, num_partitions, version, cached):
     return TpuProgram(target, result.get("device_kind", f"TPU {target.generation.name}"),
                       num_partitions, fits, memory, required, available,
                       "" if fits else result["message"].splitlines()[0], result.get("cost", {}),
-                      result["seconds"], cached, version, result.get("hlo_text", ""))
+                      result["seconds"], cached, version, result.get("hlo_text", ""),
+                      result.get("topology_devices"))
 
 
 def _run_worker(program, request, name, target, timeout, progress):
+    """What the worker process said of ``program``. The worker and its folder are gone
+    when this returns or raises (SIGTERM included, ``_sigterm_stops_the_worker``); a
+    worker whose parent is killed ends by itself and removes the folder
+    (``_xla_tpu.follow_parent``), so the folder's removal here tolerates its absence."""
     from spatial_tf.emulator.compile import _xla_tpu
 
-    with tempfile.TemporaryDirectory(prefix="spatial_tf_tpu_") as folder:
+    with _sigterm_stops_the_worker(), tempfile.TemporaryDirectory(
+            prefix="spatial_tf_tpu_", ignore_cleanup_errors=True) as folder:
         with open(os.path.join(folder, "program.pb"), "wb") as f:
             f.write(program)
         with open(os.path.join(folder, "request.json"), "w") as f:
             json.dump(request, f)
         env = {**os.environ, **_xla_tpu.ENVIRONMENT}
         log = open(os.path.join(folder, "worker.log"), "w+b")
-        command = [sys.executable, "-m", "spatial_tf.emulator.compile._xla_tpu", folder]
+        # the worker watches this process and ends with it (and removes the folder)
+        command = [sys.executable, "-m", "spatial_tf.emulator.compile._xla_tpu", folder,
+                   str(os.getpid())]
         what = (f"{name}: compiling for TPU {target.name} ({request['num_partitions']} "
                 f"core(s)) with XLA's TPU compiler")
         with log, _Progress(what, progress) as shown:
@@ -350,6 +378,41 @@ def _wait(worker, timeout, shown):
                 f"2-core machine), or fewer voxels per core.")
         shown.tick(elapsed)
         time.sleep(0.2)
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while the parent waited for the worker (not an ``Exception``: no
+    ``except Exception`` on the way up may swallow it)."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops_the_worker():
+    """While the worker runs, SIGTERM stops it and removes its folder before this process
+    ends by that signal, as it would have without the worker.
+
+    Python's default SIGTERM ends the process at once, without ``finally`` blocks; here
+    it raises ``_Terminated`` instead, which kills the worker on its way up, and then the
+    default action is taken. Only in the main thread (the only one Python runs signal
+    handlers in), and only where SIGTERM has its default action: a handler of the
+    program's own, or an ignored SIGTERM, is left as it is.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL):
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+        raise  # not reached: SIGTERM's default action ends the process
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _Progress:
