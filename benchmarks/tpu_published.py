@@ -74,7 +74,7 @@ def bfloat16_batch_norm(model):
     class FusedBfloat16BatchNorm(keras.layers.BatchNormalization):
         def call(self, inputs, training=None, mask=None):
             rank = len(inputs.shape)
-            if self.axis != [rank - 1] or rank not in (4, 5):
+            if self.axis not in (-1, rank - 1, [-1], [rank - 1]) or rank not in (4, 5):
                 return super().call(inputs, training=training, mask=mask)
             fmt = "NHWC" if rank == 4 else "NDHWC"
             ones = tf.ones([inputs.shape[-1]], tf.float32)
