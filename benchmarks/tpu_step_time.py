@@ -114,6 +114,31 @@ def measure(row, batch_norm="keras"):
     return plan.candidates[0], gradient_all_reduce(gradient_bytes, row.replicas, "v3")
 
 
+def batch_linearity(edge, batches=(1, 2, 4), batch_norm="keras"):
+    """The U-Net's predicted step time at cube ``edge`` on one v3 core for each batch,
+    against batch 1's times the batch: whether a time compiled at a smaller batch may be
+    scaled to the published one (rows marked "x2", "x4")."""
+    from spatial_tf.emulator.compile.step_time import seconds_text
+    from spatial_tf.table import format_table
+
+    rows, first = [], None
+    for batch in batches:
+        row = Row("unet3d", f"{edge}^3, batch {batch}", "", (batch, edge, edge, edge, 1), 1,
+                  (1, 1, 1, 1, 1), 1, float("nan"))
+        c, _ = measure(row, batch_norm)
+        if c.step_time is None:
+            rows.append([batch, "-", "-", "does not fit"])
+            continue
+        first = first or (batch, c.step_time)
+        scaled = first[1] * batch / first[0]
+        rows.append([batch, seconds_text(c.step_time), seconds_text(scaled),
+                     f"{c.step_time / scaled:.2f}"])
+    return format_table(["batch", "predicted", f"batch {first[0] if first else 1} x batch",
+                         "ratio"], rows, right=("predicted", "ratio"),
+                        title=f"U-Net (tensorflow/tpu's) {edge}^3 on one v3 core: step time "
+                              f"against batch")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,7 +147,13 @@ def main(argv=None):
     p.add_argument("--batch-norm", choices=("keras", "bf16"), default="keras",
                    help="Keras 3's batch norm (float32 inside, the default), or bf16: "
                         "tensorflow/tpu's fused batch norm on bfloat16 activations")
+    p.add_argument("--batch-linearity", type=int, metavar="EDGE",
+                   help="instead of the rows: the U-Net's step time at batch 1, 2, 4 on one "
+                        "v3 core at cube EDGE, against batch 1's times the batch")
     args = p.parse_args(argv)
+    if args.batch_linearity:
+        print(batch_linearity(args.batch_linearity, batch_norm=args.batch_norm))
+        return 0
     chosen = [int(r) for r in args.rows.split(",")] if args.rows else range(1, len(ROWS) + 1)
     if args.list:
         for number, row in enumerate(ROWS, 1):

@@ -14,6 +14,7 @@ fastest fitting spec, its step time and examples per second (``--price``: the co
 """
 import argparse
 import math
+import sys
 
 from spatial_tf.commands.options import add_unet_options, positive_int, power_of_two
 from spatial_tf.tpu_generations import names
@@ -24,7 +25,8 @@ MODELS = ("unet3d",)
 EPILOG = """\
 Exit status: 0 when a candidate fits --budget (and --max-size and --fewest-cores
 found an answer), or with no --budget; 1 when no candidate fits (or a search found
-no cube or core count that fits); 2 for a usage error."""
+no cube or core count that fits) or --timeout ended the compiles first; 2 for a usage
+error; 130 after Ctrl-C (the rows compiled by then are printed)."""
 AUTO_FIT_VOXELS = 64**3  # above this, --fit-sizes defaults to DEFAULT_FIT_SIZES
 DEFAULT_FIT_SIZES = (32, 48, 64)
 
@@ -116,7 +118,10 @@ def add_parser(subparsers):
     p.add_argument("--plot", metavar="PNG", help="write memory and communication per candidate")
     p.add_argument("--workers", type=positive_int(1, 64), default=1, metavar="N",
                    help="compiles at once (threads; default 1)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--timeout", type=positive_int(1, 10**6), metavar="SECONDS",
+                   help="stop compiling after this long and rank the candidates compiled")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar and no row per compile as it ends")
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
 
@@ -216,17 +221,24 @@ def run(args):
         (args.fit_sizes[0],) * (len(shape) - 2) + shape[-1:])
     options = planning.PlanOptions(memory=args.memory, bf16=args.bf16,
                                    fit_sizes=args.fit_sizes, workers=args.workers,
-                                   progress=not args.no_progress)
+                                   progress=not args.no_progress, timeout=args.timeout)
     training = planning.Training(model_fn=model_fn)
     if len(args.cores) > 1 or args.price is not None:
         return _scaling(args, prog, planning, model, shape, budget, options, training)
     try:
         result = planning.plan(model, shape, args.cores[0], budget, options=options,
                                training=training)
+    except TimeoutError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         return fail(prog, str(e))
     print(_model_line(args))
     print(result)
+    if result.unfinished:  # Ctrl-C (130, as a shell reports SIGINT) or --timeout (1)
+        from spatial_tf.planning.compile_all import INTERRUPTED
+
+        return 130 if result.unfinished[0].reason.endswith(INTERRUPTED) else 1
     answered = _searches(args, planning, model, shape, budget, result,
                          planning.Training(model_fn=model_fn))
     if args.plot:

@@ -36,16 +36,18 @@ class Measured:
 
 
 def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
-                      gather_threshold: Optional[int] = None, target=None) -> Measured:
+                      gather_threshold: Optional[int] = None, target=None,
+                      timeout: Optional[float] = None) -> Measured:
     """Lower ``fn`` for ``signature`` (a ``CallSignature``) on ``emulator`` and compile it
     (``emulator.lower(...).compile(target)``): for XLA:CPU with the TPU estimate, or with
     ``target`` by the TPU compiler alone (its figures and verdict; a program that does
     not fit has its ``peak`` from the compiler's message and no communication figures).
+    ``timeout``: seconds the TPU compile may take (``TpuCompileTimeout`` after that).
     Raise what tracing or XLA raise."""
     start = time.perf_counter()
     with _TRACE_LOCK:
         lowered = emulator.lower(fn, signature=signature)
-    step = lowered.compile(target)
+    step = lowered.compile(target, timeout=timeout)
     if target is not None:
         program = step.program
         tpu = dict(program.memory) if program.fits else {

@@ -43,6 +43,8 @@ class PlanOptions:
         name (``"v5e"``) asks for it (libtpu required); None never compiles for TPU
         (the TPU figure is then the tile-padding estimate). With a target, candidates
         are compiled at the real size and fit when the TPU compiler accepts them.
+      timeout: seconds for all the plan's compiles; the candidates not compiled by then
+        are listed as such (``Plan.unfinished``), as after Ctrl-C, and the rest ranked.
     """
 
     memory: str = "tpu"
@@ -54,9 +56,16 @@ class PlanOptions:
     symmetric: bool = True
     reserve: Optional[float] = None
     target: Any = "auto"
+    timeout: Optional[float] = None
 
     def __post_init__(self):
         check_memory(self.memory)
+        if self.timeout is not None and not (isinstance(self.timeout, (int, float))
+                                             and not isinstance(self.timeout, bool)
+                                             and self.timeout > 0):
+            raise ValueError(
+                f"plan: timeout={self.timeout!r}; expected seconds, a positive number, or "
+                f"None for no limit. Fix: e.g. PlanOptions(timeout=600).")
         if self.target not in (None, "auto"):
             from spatial_tf.emulator.compile.tpu_compile import tpu_target
 

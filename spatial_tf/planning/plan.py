@@ -21,10 +21,8 @@ compiles (``fit_sizes``, ``fit.py``).
 >>> print(p.why)  # doctest: +ELLIPSIS
 Recommended [2,1,1,1,1]: fits 64MiB (... TPU-estimated peak per core, within 64.0 MiB); ...
 """
-import concurrent.futures
 import dataclasses
 import math
-import sys
 import time
 from typing import Any, Optional, Sequence
 
@@ -33,6 +31,7 @@ import tensorflow as tf
 from spatial_tf.planning import candidates as candidates_lib
 from spatial_tf.planning.budgets import Budget, parse_budget
 from spatial_tf.planning.compile import compile_candidate
+from spatial_tf.planning.compile_all import NotCompiled, compile_all
 from spatial_tf.steps import make_gradient_step, run_model, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
@@ -127,6 +126,12 @@ class Plan:
     seconds: float
     fit_sizes: Optional[Sequence[int]] = None
     tpu_source: Optional[str] = None  # the TPU compiler that measured it (None: estimate)
+
+    @property
+    def unfinished(self) -> list:
+        """Candidates a time limit or Ctrl-C left uncompiled (``reason`` says which)."""
+        return [c for c in self.candidates
+                if not c.ok and str(c.reason).startswith("not compiled: ")]
 
     def to_dict(self) -> dict:
         return {
@@ -254,6 +259,11 @@ class Plan:
             lines.append(f"Figures marked 'fit' are predicted from compiles at "
                          f"{', '.join(f'{e}^3' for e in self.fit_sizes)} "
                          f"(bytes = a + b * voxels per core).")
+        if self.unfinished:
+            lines.append(
+                f"Not compiled: {', '.join(_spec(c.spec) for c in self.unfinished)} "
+                f"({self.unfinished[0].reason[len('not compiled: '):]}); the ranking and "
+                f"the recommendation cover the candidates compiled.")
         lines.append(f"Planned in {self.seconds:.1f} s.")
         return "\n".join(lines)
 
@@ -363,6 +373,12 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
       training: how a Keras model is trained (``Training``: loss, optimizer, model_fn).
       deprecated: the keyword arguments of earlier releases (``memory=``, ``fit_sizes=``,
         ``loss=``, ...), folded into ``options`` / ``training`` with a warning.
+
+    Raises:
+      ValueError: bad arguments, or no candidate compiled (the first reason).
+      TimeoutError: ``options.timeout`` ended before any candidate compiled.
+      KeyboardInterrupt: Ctrl-C before any candidate compiled (after, the plan ranks
+        those compiled and lists the rest in ``Plan.unfinished``).
     """
     start = time.perf_counter()
     from spatial_tf.spec.validation import check_num_cores_per_replica
@@ -395,6 +411,11 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
         source = compiler_name(target)
     if not any(c.ok for c in found):
         reasons = sorted({c.reason for c in found})
+        if all(r.startswith("not compiled: the time limit") for r in reasons):
+            raise TimeoutError(
+                f"plan: the time limit of {options.timeout:g} s ended before any candidate "
+                f"of {name} on {num_cores} core(s) compiled. Fix: a larger timeout (a "
+                f"program that fits takes the TPU compiler minutes on a 2-core machine).")
         raise ValueError(
             f"plan: no candidate of {name} compiled on {num_cores} core(s) for "
             f"{list(shape)}: {_short(reasons[0], 300)}. Expected a step XLA compiles (static "
@@ -466,7 +487,7 @@ def _measure(steps, name, tree, volume, specs, sizes, num_cores, options, target
 
     emulator = Emulator(num_cores_per_replica=num_cores)
 
-    def run(job):
+    def run(job, seconds_left):
         spec, edge = job
         shapes = tree if edge is None else resized(tree, volume, edge)
         vol = volume_of(shapes)
@@ -482,11 +503,26 @@ def _measure(steps, name, tree, volume, specs, sizes, num_cores, options, target
         signature = CallSignature(tf.nest.map_structure(zeros, shapes), None)
         piece = vol.shape.num_elements() * vol.dtype.size // num_cores
         return compile_candidate(emulator, planned_step, signature, bf16=options.bf16,
-                                 gather_threshold=max(piece // 8, 1), target=target)
+                                 gather_threshold=max(piece // 8, 1), target=target,
+                                 timeout=seconds_left)
 
     jobs = [(s, e) for s in specs for e in sizes]
-    return _run_all(jobs, run, options.workers, options.progress,
-                    f"planning {name} on {num_cores} cores")
+    return compile_all(jobs, run, workers=options.workers, progress=options.progress,
+                       description=f"planning {name} on {num_cores} cores",
+                       timeout=options.timeout, row=_row_line)
+
+
+def _row_line(job, result):
+    """One line for a candidate whose compile ended (shown as it ends)."""
+    spec, edge = job
+    where = _spec(spec) + (f" at {edge}^3" if edge is not None else "")
+    if isinstance(result, Exception):
+        return f"  {where}: {_short(str(result).strip() or type(result).__name__, 90)}"
+    verdict = {True: "fits", False: "does not fit", None: "compiled"}[result.tpu_fits]
+    peak = result.tpu.get("peak") if result.tpu else result.cpu.get("peak")
+    timed = f", step est. {seconds_text(result.step_time)}" if result.step_time else ""
+    took = "cached" if result.cached else f"{result.compile_seconds:.1f} s"
+    return f"  {where}: {verdict}, peak {format_bytes(peak or 0)} per core{timed} ({took})"
 
 
 def _rank(found, budget, memory, tpu_source=None):
@@ -529,51 +565,13 @@ def _check_spec(spec, shape, num_cores):
     return spec
 
 
-def _run_all(jobs, run, workers, progress, description):
-    workers = max(1, int(workers))
-    if progress is None:
-        progress = sys.stderr.isatty()
-    bar = None
-    if progress:
-        try:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(jobs), desc=description, unit="compile", leave=False)
-        except ImportError:
-            bar = None
-    results = {}
-
-    def guarded(job):
-        try:
-            return run(job)
-        except Exception as e:  # recorded per candidate; plan raises if none compiles
-            return e
-
-    try:
-        if workers == 1:
-            for job in jobs:
-                results[job] = guarded(job)
-                if bar is not None:
-                    bar.update()
-        else:
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                futures = {pool.submit(guarded, job): job for job in jobs}
-                for future in concurrent.futures.as_completed(futures):
-                    results[futures[future]] = future.result()
-                    if bar is not None:
-                        bar.update()
-    finally:
-        if bar is not None:
-            bar.close()
-    return results
-
-
 def _candidate(spec, num_cores, by_edge, fit_sizes, fit_check, shape):
     errors = [r for r in by_edge.values() if isinstance(r, Exception)]
     if errors:
         e = errors[0]
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return Candidate(spec, num_cores, ok=False, reason=f"{type(e).__name__}: {first}")
+        reason = first if isinstance(e, NotCompiled) else f"{type(e).__name__}: {first}"
+        return Candidate(spec, num_cores, ok=False, reason=reason)
     if fit_sizes is None:
         m = by_edge[None]
         return Candidate(spec, num_cores, cpu=m.cpu, tpu=m.tpu, halo_bytes=m.halo_bytes,

@@ -200,7 +200,7 @@ def test_keywords_of_earlier_releases_still_plan_and_say_where_they_moved():
     assert (training.loss, options.bf16, options.memory) == ("mse", True, "tpu")
     with pytest.raises(TypeError, match=r"plan: unexpected keyword argument\(s\) budgte; "
                        r"expected those of PlanOptions \(bf16, fit_check, fit_sizes, memory, "
-                       r"progress, reserve, symmetric, target, workers\) or Training \(loss, model_fn, "
+                       r"progress, reserve, symmetric, target, timeout, workers\) or Training \(loss, model_fn, "
                        r"optimizer\)"):
         spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, budgte="v3")
 
@@ -247,3 +247,38 @@ def test_without_step_times_the_plan_ranks_by_communication_and_says_why():
     assert [c.spec for c in plan.candidates] == [(1, 4, 1, 1), (1, 2, 2, 1)]
     assert "it moves the least halo + resharding bytes per core" in plan.why
     assert "Step est.: none: no step time for TPU v6e" in str(plan)
+
+
+@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
+                    .libtpu_version() is None,
+                    reason="needs libtpu (XLA's TPU compiler): pip install "
+                           "'spatial-tf[tpu-compile]'")
+def test_ctrl_c_during_a_compile_ranks_the_candidates_compiled_and_lists_the_rest(
+        tmp_path, monkeypatch):
+    import signal
+    import threading
+
+    from spatial_tf.emulator.compile import _xla_tpu, compile_cache
+
+    monkeypatch.setenv(compile_cache.ENV, str(tmp_path))
+    kernel = tf.Variable(tf.ones([3, 3, 8, 8]))
+
+    def step(x):
+        return tf.reduce_sum(tf.nn.conv2d(x, kernel, 1, "SAME") ** 2)
+
+    shape, quiet = (2, 64, 64, 8), PlanOptions(progress=False)
+    first = spatial_tf.plan(step, shape, 2, budget="v5e", specs=[(1, 2, 1, 1)], options=quiet)
+    assert first.candidates[0].fits  # now in the cache: read back without a worker
+    # the next compile's worker waits (the worker's test hook) until Ctrl-C arrives
+    monkeypatch.setenv(_xla_tpu.TEST_SLEEP_ENV, "60")
+    timer = threading.Timer(8.0, lambda: signal.raise_signal(signal.SIGINT))
+    timer.start()
+    try:
+        plan = spatial_tf.plan(step, shape, 2, budget="v5e",
+                               specs=[(1, 2, 1, 1), (2, 1, 1, 1)], options=quiet)
+    finally:
+        timer.cancel()
+    assert [c.spec for c in plan.unfinished] == [(2, 1, 1, 1)]
+    assert plan.unfinished[0].reason == "not compiled: stopped by Ctrl-C"
+    assert plan.recommended.spec == (1, 2, 1, 1) and plan.recommended.cached
+    assert "Not compiled: [2,1,1,1] (stopped by Ctrl-C)" in str(plan)

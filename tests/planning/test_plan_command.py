@@ -144,3 +144,20 @@ def test_several_core_counts_give_each_ones_fastest_spec_and_its_cost(tmp_path):
     assert [r[0] for r in rows] == ["1", "2"] and all(r[2] == "yes" for r in rows)
     assert "Cost at 1.2 per chip-hour" in out.stdout
     assert (tmp_path / "scaling.png").stat().st_size > 10_000
+
+
+@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
+                    .libtpu_version() is None,
+                    reason="needs libtpu (XLA's TPU compiler): pip install "
+                           "'spatial-tf[tpu-compile]'")
+def test_a_time_limit_before_any_compile_ends_says_so_and_exits_1(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "spatial_tf", "plan", "--shape", "1,64,64,64,1", "--cores", "1",
+         "--budget", "v5e", "--timeout", "1", "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SPATIAL_TF_COMPILE_CACHE": str(tmp_path)},
+    )
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert ("plan: the time limit of 1 s ended before any candidate of train_step on 1 "
+            "core(s) compiled. Fix: a larger timeout") in out.stderr
+    assert not list(tmp_path.glob("*.json"))  # a stopped compile leaves no cache entry

@@ -62,6 +62,8 @@ def compile_request(request, hlo):
         platform="tpu", topology_name=request["topology"], **chip).devices
     devices = every[:n * replicas]
     options = _xla.compile_options(n, replicas, request["free_in"], request["propagate_out"])
+    for name, value in request.get("build_options", {}).items():  # e.g. effort levels
+        setattr(options.executable_build_options, name, value)
     start = time.perf_counter()
     with mlir.make_ir_context():
         module = ir.Module.parse(xc._xla.mlir.hlo_to_stablehlo(hlo))

@@ -47,6 +47,9 @@ __all__ = ["TpuTarget", "tpu_target", "TpuProgram", "compile_for_tpu", "libtpu_v
            "INSTALL_HINT"]
 
 INSTALL_HINT = 'pip install "spatial-tf[tpu-compile]"'
+# XLA ExecutableBuildOptions fields for TPU compiles, as JSON (e.g. '{"exec_time_
+# optimization_effort": -1.0}'); part of each answer's cache key
+BUILD_OPTIONS_ENV = "SPATIAL_TF_TPU_BUILD_OPTIONS"
 SOURCE = "the TPU compiler (XLA:TPU in libtpu, compile-only)"
 
 
@@ -285,6 +288,9 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
                "free_in": [bool(f) for f in free_in], "propagate_out": bool(propagate_out)}
     if target.generation.chip_config:  # megacore: TensorFlow's devices, not TensorCores
         request["chip_config"] = target.generation.chip_config
+    build = os.environ.get(BUILD_OPTIONS_ENV)
+    if build:  # XLA's ExecutableBuildOptions for the TPU compile, as JSON
+        request["build_options"] = json.loads(build)
     # libtpu's flags (LIBTPU_INIT_ARGS) change what it compiles: part of the answer's key
     entry = compile_cache.program_key(program, "tpu", json.dumps(request, sort_keys=True),
                                       version, os.environ.get("LIBTPU_INIT_ARGS", ""))
