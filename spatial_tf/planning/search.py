@@ -11,8 +11,10 @@ CPU machine, so both searches spend as few fitting compiles as they can:
 - ``search_largest_edge`` bisects the cube edge (a multiple of ``multiple``) between a
   size that fits and one that does not, assuming memory grows with the volume.
 
-Each probe is a ``plan`` of one spec with ``PlanOptions(target=...)``, so its figures and
-verdict are the planner's, and its compiles are cached like any other.
+Each probe is a ``plan`` of one spec with ``PlanOptions(target=..., fit_only=True)``, so
+its figures and verdict are the planner's, compiled at XLA's lowest optimization effort
+(the same memory and verdict, several times faster; no step time), and cached like any
+other compile.
 """
 import dataclasses
 import time
@@ -36,6 +38,7 @@ class Probe:
     fits: bool
     peak: int
     seconds: float
+    cached: bool = False  # the TPU compiler's answer was read from the compile cache
 
 
 @dataclasses.dataclass
@@ -56,12 +59,25 @@ class Search:
 
         rows = [[p.num_cores, "x".join(map(str, p.shape)), "[" + ",".join(map(str, p.spec)) + "]",
                  "yes" if p.fits else "no", ("" if p.fits else "> ") + format_bytes(p.peak),
-                 f"{p.seconds:.1f}"] for p in self.probes]
+                 "cached" if p.cached else f"{p.seconds:.1f}"] for p in self.probes]
         table = format_table(["cores", "shape", "spec", "fits", "peak per core", "s"], rows,
                              title=f"{self.question}: {self.source}",
                              right=("peak per core", "s"))
         found = "none fits" if self.answer is None else str(self.answer)
-        return f"{table}\nAnswer: {found} ({len(self.probes)} compiles, {self.seconds:.0f} s)."
+        return f"{table}\nAnswer: {found} ({_compiles(self.probes)}, {self.seconds:.0f} s)."
+
+
+def _compiles(probes):
+    """``3 compiles``, ``1 compile, from cache``, ``2 compiles, 1 from cache``.
+
+    >>> _compiles([Probe(1, (1,), (1,), True, 0, 1.0, cached=True)])
+    '1 compile, from cache'
+    """
+    n, cached = len(probes), sum(p.cached for p in probes)
+    text = f"{n} compile{'s' if n != 1 else ''}"
+    if cached:
+        text += ", from cache" if cached == n else f", {cached} from cache"
+    return text
 
 
 def _probe(step_or_model, shape, cores, budget, spec, options, training):
@@ -79,7 +95,7 @@ def _probe(step_or_model, shape, cores, budget, spec, options, training):
                          f"compile: {candidate.reason}. Fix: run that step once with "
                          f"spatial_tf.Emulator({cores}).run(...) to see the full error.")
     probe = Probe(cores, tuple(shape), tuple(spec), bool(candidate.fits),
-                  candidate.peak("tpu"), time.perf_counter() - start)
+                  candidate.peak("tpu"), time.perf_counter() - start, candidate.cached)
     return probe, result
 
 
@@ -96,7 +112,8 @@ def _options(options, budget):
         target = budget
     checked = tpu_target(target)
     check_compiler("search", checked)
-    return dataclasses.replace(options, target=checked.name, fit_sizes=None, memory="tpu")
+    return dataclasses.replace(options, target=checked.name, fit_sizes=None, memory="tpu",
+                               fit_only=True)
 
 
 def search_fewest_cores(step_or_model: Any, shape: Sequence[int], budget: Any, *,

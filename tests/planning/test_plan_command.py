@@ -117,7 +117,7 @@ def test_a_tpu_budget_is_decided_by_the_tpu_compiler(tmp_path):
     assert "Fits and peak TPU: the TPU compiler for v5e (XLA:TPU, libtpu " in text
     assert "Recommended [1,2,1,1,1]: fits v5e (the TPU compiler accepted it; peak " in text
     assert "fewest cores for [1, 16, 16, 16, 1]: the TPU compiler for v5e" in text
-    assert "Answer: 1 (1 compiles" in text
+    assert "Answer: 1 (1 compile, " in text
     assert "compiling for TPU v5e (2 core(s)) with XLA's TPU compiler" in out.stderr
 
 
