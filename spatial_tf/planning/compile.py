@@ -37,17 +37,18 @@ class Measured:
 
 def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
                       gather_threshold: Optional[int] = None, target=None,
-                      timeout: Optional[float] = None) -> Measured:
+                      timeout: Optional[float] = None, fit_only: bool = False) -> Measured:
     """Lower ``fn`` for ``signature`` (a ``CallSignature``) on ``emulator`` and compile it
     (``emulator.lower(...).compile(target)``): for XLA:CPU with the TPU estimate, or with
     ``target`` by the TPU compiler alone (its figures and verdict; a program that does
     not fit has its ``peak`` from the compiler's message and no communication figures).
-    ``timeout``: seconds the TPU compile may take (``TpuCompileTimeout`` after that).
+    ``timeout``: seconds the TPU compile may take (``TpuCompileTimeout`` after that);
+    ``fit_only``: the TPU compile answers the fit and memory only (no step time).
     Raise what tracing or XLA raise."""
     start = time.perf_counter()
     with _TRACE_LOCK:
         lowered = emulator.lower(fn, signature=signature)
-    step = lowered.compile(target, timeout=timeout)
+    step = lowered.compile(target, timeout=timeout, fit_only=fit_only)
     if target is not None:
         program = step.program
         tpu = dict(program.memory) if program.fits else {

@@ -504,7 +504,7 @@ def _measure(steps, name, tree, volume, specs, sizes, num_cores, options, target
         piece = vol.shape.num_elements() * vol.dtype.size // num_cores
         return compile_candidate(emulator, planned_step, signature, bf16=options.bf16,
                                  gather_threshold=max(piece // 8, 1), target=target,
-                                 timeout=seconds_left)
+                                 timeout=seconds_left, fit_only=options.fit_only)
 
     jobs = [(s, e) for s in specs for e in sizes]
     return compile_all(jobs, run, workers=options.workers, progress=options.progress,

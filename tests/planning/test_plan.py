@@ -199,7 +199,7 @@ def test_keywords_of_earlier_releases_still_plan_and_say_where_they_moved():
         options, training = from_keywords(None, None, {"loss": "mse", "bf16": True})
     assert (training.loss, options.bf16, options.memory) == ("mse", True, "tpu")
     with pytest.raises(TypeError, match=r"plan: unexpected keyword argument\(s\) budgte; "
-                       r"expected those of PlanOptions \(bf16, fit_check, fit_sizes, memory, "
+                       r"expected those of PlanOptions \(bf16, fit_check, fit_only, fit_sizes, memory, "
                        r"progress, reserve, symmetric, target, timeout, workers\) or Training \(loss, model_fn, "
                        r"optimizer\)"):
         spatial_tf.plan(_conv_step, (1, 16, 16, 16, 1), 2, budgte="v3")

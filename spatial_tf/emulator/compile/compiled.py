@@ -62,29 +62,32 @@ class Lowered:
 
         return _xla.hlo_module_text(self.traced.hlo)
 
-    def compile(self, target=None, *, timeout: Optional[float] = None):
+    def compile(self, target=None, *, timeout: Optional[float] = None,
+                fit_only: bool = False):
         """Partition and compile for the emulator's cores (once; later calls return it).
 
         With ``target`` (a TPU generation or slice: ``"v3"``, ``"v5e"``, ``"v4-8"``),
         compile it with XLA's TPU compiler for that TPU instead and return a
         ``TpuCompiledStep`` (compile-only: it gives figures, it cannot run); ``timeout``
-        stops a TPU compile after that many seconds. See ``tpu_compile``.
+        stops a TPU compile after that many seconds; ``fit_only`` compiles it faster, for
+        the fit and memory only (no ``step_time``). See ``tpu_compile``.
         """
         if target is not None:
-            return self._compile_for_tpu(target, timeout)
+            return self._compile_for_tpu(target, timeout, bool(fit_only))
         with self._lock:
             if self._compiled is None:
                 self._compiled = CompiledStep(self)
             return self._compiled
 
-    def _compile_for_tpu(self, target, timeout):
+    def _compile_for_tpu(self, target, timeout, fit_only):
         from spatial_tf.emulator.compile.tpu_compile import tpu_target
 
         target = tpu_target(target)
+        key = (target.name, fit_only)
         with self._lock:
-            if target.name not in self._on_tpu:
-                self._on_tpu[target.name] = TpuCompiledStep(self, target, timeout)
-            return self._on_tpu[target.name]
+            if key not in self._on_tpu:
+                self._on_tpu[key] = TpuCompiledStep(self, target, timeout, fit_only)
+            return self._on_tpu[key]
 
     @property
     def is_compiled(self) -> bool:
@@ -190,12 +193,13 @@ class TpuCompiledStep(_ProgramText):
         ``verdict()``, ``cost``, ``compile_seconds``, ``cached``).
     """
 
-    def __init__(self, lowered, target, timeout=None):
+    def __init__(self, lowered, target, timeout=None, fit_only=False):
         self.lowered = lowered
         self.traced = lowered.traced
         self.trace_seconds = lowered.trace_seconds
         self.target = target
         self._timeout = timeout
+        self.fit_only = fit_only
         self.program = self._compile(lowered.num_cores_per_replica)
         self._unpartitioned = None
 
@@ -212,7 +216,8 @@ class TpuCompiledStep(_ProgramText):
             [r for r, _ in traced.writes])
         return compile_for_tpu(hlo, num_partitions, self.target, name=traced.name,
                                free_in=free_in, propagate_out=propagate_out,
-                               timeout=self._timeout, num_replicas=num_replicas)
+                               timeout=self._timeout, num_replicas=num_replicas,
+                               fit_only=self.fit_only)
 
     @property
     def fits(self) -> bool:
@@ -251,6 +256,12 @@ class TpuCompiledStep(_ProgramText):
         from spatial_tf.emulator.compile.step_time import NoStepTime, step_time
 
         program = self.program if partitioned else self.unpartitioned
+        if program.fit_only:
+            raise NoStepTime(
+                f"{self.traced.name}: no step time on TPU {self.target.name}: compiled for "
+                f"the fit only (fit_only=True: XLA's lowest optimization effort, whose "
+                f"memory is the default's but whose cycle estimates are of a less optimized "
+                f"program). Fix: compile without fit_only for the step time.")
         if not program.fits:
             raise NoStepTime(
                 f"{self.traced.name}: no step time on TPU {self.target.name}: the TPU "

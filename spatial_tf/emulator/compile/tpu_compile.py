@@ -50,6 +50,11 @@ INSTALL_HINT = 'pip install "spatial-tf[tpu-compile]"'
 # XLA ExecutableBuildOptions fields for TPU compiles, as JSON (e.g. '{"exec_time_
 # optimization_effort": -1.0}'); part of each answer's cache key
 BUILD_OPTIONS_ENV = "SPATIAL_TF_TPU_BUILD_OPTIONS"
+# a compile that only answers "does it fit, in how much memory" (fit_only=True): XLA's
+# lowest memory-fitting effort. The lowest execution-time effort compiles 4-8x faster but
+# changes memory (a published 3D U-Net: 15.2 GiB against the default's 17.2; 13.4
+# against 14.1), so it is not used (docs/guide-planning.md, "What the compile time buys")
+FIT_ONLY_OPTIONS = {"memory_fitting_effort": -1.0}
 SOURCE = "the TPU compiler (XLA:TPU in libtpu, compile-only)"
 
 
@@ -185,6 +190,7 @@ class TpuProgram:
     libtpu: str
     hlo_text: str = dataclasses.field(default="", repr=False)
     topology_devices: Optional[int] = None  # devices of the compile-only topology
+    fit_only: bool = False  # compiled for the verdict and memory only (FIT_ONLY_OPTIONS)
 
     @property
     def source(self) -> str:
@@ -252,7 +258,8 @@ def has_float64(hlo: bytes) -> bool:
 
 def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "step",
                     free_in=(), propagate_out: bool = False, timeout: Optional[float] = None,
-                    progress: Optional[bool] = None, num_replicas: int = 1) -> TpuProgram:
+                    progress: Optional[bool] = None, num_replicas: int = 1,
+                    fit_only: bool = False) -> TpuProgram:
     """Compile serialized ``hlo`` for ``num_partitions`` cores of ``target`` with the TPU
     compiler (once per program, target and libtpu version: later calls read the cache),
     for ``num_replicas`` replicas (a program with cross-replica sums needs them all;
@@ -262,6 +269,8 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     shardings XLA propagates (``_xla.propagation``). ``timeout``: seconds before the
     compile is stopped. ``progress``: a line on stderr while the compiler runs (default:
     when stderr is a terminal, a ticking line; otherwise a line when it starts).
+    ``fit_only``: compile at XLA's lowest optimization effort (``FIT_ONLY_OPTIONS``), for
+    the verdict and memory only (the program has no step time).
 
     Raises:
       TpuCompilerUnavailable: no libtpu, or one that does not match jax.
@@ -288,9 +297,10 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
                "free_in": [bool(f) for f in free_in], "propagate_out": bool(propagate_out)}
     if target.generation.chip_config:  # megacore: TensorFlow's devices, not TensorCores
         request["chip_config"] = target.generation.chip_config
-    build = os.environ.get(BUILD_OPTIONS_ENV)
-    if build:  # XLA's ExecutableBuildOptions for the TPU compile, as JSON
-        request["build_options"] = json.loads(build)
+    build = dict(FIT_ONLY_OPTIONS) if fit_only else {}
+    build.update(json.loads(os.environ.get(BUILD_OPTIONS_ENV) or "{}"))
+    if build:  # XLA's ExecutableBuildOptions for the TPU compile
+        request["build_options"] = build
     # libtpu's flags (LIBTPU_INIT_ARGS) change what it compiles: part of the answer's key
     entry = compile_cache.program_key(program, "tpu", json.dumps(request, sort_keys=True),
                                       version, os.environ.get("LIBTPU_INIT_ARGS", ""))
@@ -312,7 +322,8 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
             f"({num_partitions} core(s)): {first}. Fix: the same step would fail on that TPU; "
             f"its metadata op_name names the TensorFlow op (the compiler's full message "
             f"follows).\n{result['message']}", function=name)
-    return _program(result, target, num_partitions, version, cached)
+    return dataclasses.replace(_program(result, target, num_partitions, version, cached),
+                               fit_only=bool(fit_only))
 
 
 def _program(result, target, num_partitions, version, cached):

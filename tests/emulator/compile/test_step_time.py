@@ -230,3 +230,16 @@ def test_the_planner_times_one_core_as_the_report_times_the_unpartitioned_step(c
         report.tpu["step_time"]["partitioned"].seconds, rel=1e-6)
     timed = [c.step_time for c in on_four.candidates if c.fits]
     assert len(timed) >= 2 and on_four.recommended.step_time == min(timed)
+
+
+@needs_libtpu
+def test_a_fit_only_compile_has_the_memory_and_no_step_time(cache_folder):
+    kernel = tf.Variable(tf.ones([3, 3, 8, 8]))
+    lowered = Emulator(4).lower(_conv_step(4, kernel), (tf.ones([4, 512, 512, 8]),))
+    full, fit = lowered.compile("v5e"), lowered.compile("v5e", fit_only=True)
+    assert fit is not full and fit is lowered.compile("v5e", fit_only=True)
+    assert fit.fits and fit.program.fit_only and not full.program.fit_only
+    assert fit.memory() == full.memory()
+    with pytest.raises(NoStepTime, match="compiled for the fit only"):
+        fit.step_time()
+    assert full.step_time().seconds > 0
