@@ -56,6 +56,7 @@ _TO_APPLY = re.compile(r"\bto_apply=%?([\w.\-]+)")
 _GROUPS = re.compile(r"replica_groups=\{\{([\d,]*)\}")
 _IOTA_GROUPS = re.compile(r"replica_groups=\[(\d+),(\d+)\]")
 _OPERANDS = re.compile(r"%([\w.\-]+)")
+_TARGET = re.compile(r'custom_call_target="([^"]*)"')
 # work the step does that the compiled program does not time
 _HOST = {"infeed": "infeed (the input pipeline's transfers to the device)",
          "outfeed": "outfeed (transfers back to the host)",
@@ -171,17 +172,17 @@ class _Walk:
         self.exposed: Dict[str, float] = {}
         self.hidden = 0.0
         self.left_out: set = set()
-        self._kind_of: Dict[str, str] = {}
 
     def computation(self, name, times):
-        """Add computation ``name``, run ``times`` times; return its seconds."""
+        """Add computation ``name``, run ``times`` times; return the seconds of one run."""
         lines = self.bodies.get(name, [])
         pending: Dict[str, Tuple[str, float, float]] = {}  # start -> kind, seconds, cycles since
         total = 0.0
         for line in lines:
             m = INSTRUCTION.match(line)
             op, inst = m.group("op"), m.group("name")
-            cycles = self._cycles(line, op)
+            found = _CYCLES.search(line)
+            cycles = float(found.group(1)) if found else 0.0
             if cycles:
                 for key, (kind, seconds, since) in pending.items():
                     pending[key] = (kind, seconds, since + cycles)
@@ -211,7 +212,7 @@ class _Walk:
             total += self._control_flow(line, op, times)
             if op in _HOST:
                 self.left_out.add(_HOST[op])
-            elif op == "custom-call" and "host" in line.lower():
+            elif op == "custom-call" and _calls_host(line):
                 self.left_out.add("host callbacks (custom-calls to the host)")
         for kind, seconds, _ in pending.values():  # a start with no done: count it whole
             self._expose(kind, seconds * times)
@@ -229,7 +230,7 @@ class _Walk:
             for found in (body, condition):
                 if found:
                     seconds += self.computation(found.group(1), times * n)
-            return seconds
+            return n * seconds
         if op == "conditional":
             branches = _BRANCHES.search(line)
             names = [b.strip().lstrip("%") for b in branches.group(1).split(",")] \
@@ -245,10 +246,6 @@ class _Walk:
             called = _TO_APPLY.search(line)
             return self.computation(called.group(1), times) if called else 0.0
         return 0.0
-
-    def _cycles(self, line, op):
-        found = _CYCLES.search(line)
-        return float(found.group(1)) if found else 0.0
 
     def _part(self, line, op):
         if op in ("copy", "copy-start"):
@@ -291,6 +288,16 @@ class _Walk:
         if c.kind == "reduce-scatter":
             return c.kind, (n - 1) * c.bytes / ring
         return c.kind, (n - 1) / n * c.bytes / ring
+
+
+def _calls_host(line):
+    """Whether a custom-call runs on the host (its target names the host).
+
+    >>> _calls_host('%c = f32[] custom-call(%x), custom_call_target="xla_python_host_callback"')
+    True
+    """
+    target = _TARGET.search(line)
+    return bool(target) and "host" in target.group(1).lower()
 
 
 def gradient_all_reduce(gradient_bytes: int, num_replicas: int, target) -> float:

@@ -133,6 +133,22 @@ def test_a_fully_overlapped_collective_adds_nothing():
     assert "all-reduce" not in t.parts and t.hidden > 0
 
 
+def test_a_loop_inside_a_conditional_branch_is_weighed_by_its_trip_count():
+    # branch b0: a 10-trip loop of 100 cycles (1000); b1: one 300-cycle fusion
+    others = ("%body (p: f32[8]) -> f32[8] {\n"
+              f"  %f = f32[8]{{0}} fusion(%p), kind=kLoop, calls=%add_body, {_cycles(100)}\n}}\n"
+              "%cond (p: f32[8]) -> pred[] {\n  %c = pred[] constant(true)\n}\n"
+              "%b0 (p: f32[8]) -> f32[8] {\n"
+              "  %w = f32[8]{0} while(%p), condition=%cond, body=%body, "
+              'backend_config={"known_trip_count":{"n":"10"}}\n}\n'
+              "%b1 (p: f32[8]) -> f32[8] {\n"
+              f"  %f = f32[8]{{0}} fusion(%p), kind=kLoop, calls=%add_body, {_cycles(300)}\n}}\n")
+    text = _program("%p = s32[] parameter(0)",
+                    "ROOT %c = f32[8]{0} conditional(%p, %p, %p), branch_computations={%b0, %b1}",
+                    others=others)
+    assert step_time(text, "v3", num_cores=1).seconds == pytest.approx(1000 / V3_CLOCK)
+
+
 def test_host_transfers_are_named_as_left_out():
     text = _program("%t = token[] after-all()",
                     "%i = ((f32[8]{0}), token[]) infeed(%t)",
