@@ -49,7 +49,7 @@ def compile_all(jobs: Sequence[Any], run: Callable[[Any, Optional[float]], Any],
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = _bar(len(jobs), description) if show else None
     results: Dict[Any, Any] = {}
-    expired = []  # set once a compile ran into the time limit: start no more
+    expired: list = []  # set once a compile ran into the time limit: start no more
 
     def guarded(job):
         left = None if deadline is None else deadline - time.monotonic()

@@ -64,9 +64,10 @@ class Scaling:
     def speedup(self, row: ScalingRow) -> Optional[float]:
         """``row``'s step time against the fewest cores that fit (1.0 for those)."""
         timed = [r for r in self.rows if r.step_time]
-        if not timed or not row.step_time:
+        first, this = (timed[0].step_time if timed else None), row.step_time
+        if not first or not this:
             return None
-        return timed[0].step_time / row.step_time * (row.batch / timed[0].batch)
+        return first / this * (row.batch / timed[0].batch)
 
     def __str__(self):
         headers = ["cores", "spec", "fits", "step est.", "examples/s", "speed-up",
@@ -159,11 +160,11 @@ def plot_scaling(result: Scaling, path: str) -> str:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     if timed:
         x = [r.num_cores for r in timed]
-        left.plot(x, [r.step_time for r in timed], "o-", label="predicted step time")
-        base = timed[0]
-        left.plot(x, [base.step_time * base.num_cores / n for n in x], "--", color="gray",
-                  label=f"perfect scaling from {base.num_cores} core(s)")
-        right.plot(x, [r.examples_per_second / r.chips for r in timed], "o-")
+        times = [float(r.step_time or 0) for r in timed]
+        left.plot(x, times, "o-", label="predicted step time")
+        left.plot(x, [times[0] * x[0] / n for n in x], "--", color="gray",
+                  label=f"perfect scaling from {x[0]} core(s)")
+        right.plot(x, [r.batch / t / r.chips for r, t in zip(timed, times)], "o-")
     for axis in (left, right):
         axis.set_xscale("log", base=2)
         axis.set_xticks([r.num_cores for r in result.rows],

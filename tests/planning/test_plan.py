@@ -269,8 +269,10 @@ def test_ctrl_c_during_a_compile_ranks_the_candidates_compiled_and_lists_the_res
     shape, quiet = (2, 64, 64, 8), PlanOptions(progress=False)
     first = spatial_tf.plan(step, shape, 2, budget="v5e", specs=[(1, 2, 1, 1)], options=quiet)
     assert first.candidates[0].fits  # now in the cache: read back without a worker
-    # the next compile's worker waits (the worker's test hook) until Ctrl-C arrives
+    # the next compile's worker waits (the worker's test hook) until Ctrl-C arrives;
+    # Python's own SIGINT handler, which pytest-xdist's workers replace, makes it Ctrl-C
     monkeypatch.setenv(_xla_tpu.TEST_SLEEP_ENV, "60")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(8.0, lambda: signal.raise_signal(signal.SIGINT))
     timer.start()
     try:
@@ -278,6 +280,7 @@ def test_ctrl_c_during_a_compile_ranks_the_candidates_compiled_and_lists_the_res
                                specs=[(1, 2, 1, 1), (2, 1, 1, 1)], options=quiet)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert [c.spec for c in plan.unfinished] == [(2, 1, 1, 1)]
     assert plan.unfinished[0].reason == "not compiled: stopped by Ctrl-C"
     assert plan.recommended.spec == (1, 2, 1, 1) and plan.recommended.cached

@@ -216,7 +216,7 @@ def _parse_size(text: str) -> Optional[int]:
         return None
     size = _SIZE.match(text)
     unit = _UNITS.get(size.group(2).lower()) if size else None
-    if unit is None:
+    if size is None or unit is None:
         raise ValueError(
             f"{LIMIT_ENV} is {text!r}; expected a size such as 2GiB or 500MB, bytes, or "
             f"off for no limit. Fix: e.g. {LIMIT_ENV}=2GiB, or unset it for the default "
@@ -262,7 +262,8 @@ def clear() -> Tuple[int, int]:
 def _scan(folder: pathlib.Path) -> Tuple[List[Entry], List[Entry]]:
     """The entries, most recently used first, and the temporary files; a file removed
     meanwhile (by another process) is left out."""
-    found, partials = [], []
+    found: list = []
+    partials: list = []
     try:
         listing = list(os.scandir(folder))
     except OSError:  # not made yet, or not readable

@@ -105,7 +105,7 @@ class StepTime:
 
     def dominant(self) -> str:
         """The part that takes the most time."""
-        return max(self.parts, key=self.parts.get) if self.parts else ""
+        return max(self.parts, key=lambda part: self.parts[part]) if self.parts else ""
 
     def breakdown(self) -> str:
         """The parts, largest first, each at least 0.1% of the step; hidden collectives."""
@@ -180,6 +180,8 @@ class _Walk:
         total = 0.0
         for line in lines:
             m = INSTRUCTION.match(line)
+            if m is None:  # computations() keeps instruction lines only
+                continue
             op, inst = m.group("op"), m.group("name")
             found = _CYCLES.search(line)
             cycles = float(found.group(1)) if found else 0.0
@@ -269,8 +271,8 @@ class _Walk:
         """``(kind, seconds)`` of a collective instruction line, or None."""
         if " async-start(" in line:  # a wrapped collective: price the one it runs
             called = _CALLS.search(line)
-            inner = [l for l in self.bodies.get(called.group(1), []) if called
-                     and INSTRUCTION.match(l).group("op") in KINDS]
+            body = self.bodies.get(called.group(1), []) if called else []
+            inner = [i for i in body if _op(i) in KINDS]
             return self._collective(inner[0]) if inner else None
         found = read_collectives(line)
         if not found:
@@ -297,7 +299,13 @@ def _calls_host(line):
     True
     """
     target = _TARGET.search(line)
-    return bool(target) and "host" in target.group(1).lower()
+    return target is not None and "host" in target.group(1).lower()
+
+
+def _op(line):
+    """The opcode of an instruction line ("" if it is none)."""
+    m = INSTRUCTION.match(line)
+    return m.group("op") if m else ""
 
 
 def gradient_all_reduce(gradient_bytes: int, num_replicas: int, target) -> float:

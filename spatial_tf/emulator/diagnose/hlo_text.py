@@ -160,7 +160,8 @@ def computations(hlo_text):
     >>> entry, {name: len(lines) for name, lines in bodies.items()}
     ('main', {'f': 1, 'main': 1})
     """
-    entry, bodies, current = None, {}, None
+    entry, current = None, None
+    bodies: Dict[str, list] = {}
     for line in hlo_text.splitlines():
         name = _header(line)
         if name is not None:
