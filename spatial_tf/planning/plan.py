@@ -240,7 +240,12 @@ class Plan:
             right=("peak CPU", tpu_header, "step est.", "halo", "resharding", "all-reduce",
                    "compile s"),
         )
-        lines = [table, "", self.why]
+        return "\n".join([table, "", self.why] + self._notes())
+
+    def _notes(self):
+        """The lines under the table: where each column comes from, what was predicted,
+        what was not compiled, how long planning took."""
+        lines = []
         if self.tpu_source:
             lines.append(
                 f"Fits and peak TPU: {self.tpu_source}, at the real size; '>' marks a program "
@@ -265,7 +270,7 @@ class Plan:
                 f"({self.unfinished[0].reason[len('not compiled: '):]}); the ranking and "
                 f"the recommendation cover the candidates compiled.")
         lines.append(f"Planned in {self.seconds:.1f} s.")
-        return "\n".join(lines)
+        return lines
 
 
 def _spec(spec):
@@ -410,21 +415,26 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
 
         source = compiler_name(target)
     if not any(c.ok for c in found):
-        reasons = sorted({c.reason for c in found})
-        if all(r.startswith("not compiled: the time limit") for r in reasons):
-            raise TimeoutError(
-                f"plan: the time limit of {options.timeout:g} s ended before any candidate "
-                f"of {name} on {num_cores} core(s) compiled. Fix: a larger timeout (a "
-                f"program that fits takes the TPU compiler minutes on a 2-core machine).")
-        raise ValueError(
-            f"plan: no candidate of {name} compiled on {num_cores} core(s) for "
-            f"{list(shape)}: {_short(reasons[0], 300)}. Expected a step XLA compiles (static "
-            f"shapes, ops with XLA kernels). Fix: run it once with spatial_tf.Emulator("
-            f"{num_cores}).run(...) to see the full error, and change the op it names."
-        )
+        raise _none_compiled(found, name, num_cores, shape, options.timeout)
     found, recommended, why = _rank(found, budget, options.memory, source)
     return Plan(name, shape, num_cores, budget, options.memory, bool(options.bf16), found,
                 recommended, why, time.perf_counter() - start, options.fit_sizes, source)
+
+
+def _none_compiled(found, name, num_cores, shape, timeout):
+    """The error when no candidate compiled: the time limit's, or the first reason."""
+    reasons = sorted({c.reason for c in found})
+    if all(r.startswith("not compiled: the time limit") for r in reasons):
+        return TimeoutError(
+            f"plan: the time limit of {timeout:g} s ended before any candidate of {name} on "
+            f"{num_cores} core(s) compiled. Fix: a larger timeout (a program that fits "
+            f"takes the TPU compiler minutes on a 2-core machine).")
+    return ValueError(
+        f"plan: no candidate of {name} compiled on {num_cores} core(s) for "
+        f"{list(shape)}: {_short(reasons[0], 300)}. Expected a step XLA compiles (static "
+        f"shapes, ops with XLA kernels). Fix: run it once with spatial_tf.Emulator("
+        f"{num_cores}).run(...) to see the full error, and change the op it names."
+    )
 
 
 def _target(options, budget):

@@ -292,15 +292,7 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
             f"for the CPU emulator only, with no target; give the TPU target a float32 or "
             f"bfloat16 step.")
     program = strip_copies(hlo)
-    request = {"topology": target.generation.topology_for(num_partitions * num_replicas),
-               "num_partitions": int(num_partitions), "num_replicas": int(num_replicas),
-               "free_in": [bool(f) for f in free_in], "propagate_out": bool(propagate_out)}
-    if target.generation.chip_config:  # megacore: TensorFlow's devices, not TensorCores
-        request["chip_config"] = target.generation.chip_config
-    build = dict(FIT_ONLY_OPTIONS) if fit_only else {}
-    build.update(json.loads(os.environ.get(BUILD_OPTIONS_ENV) or "{}"))
-    if build:  # XLA's ExecutableBuildOptions for the TPU compile
-        request["build_options"] = build
+    request = _request(target, num_partitions, num_replicas, free_in, propagate_out, fit_only)
     # libtpu's flags (LIBTPU_INIT_ARGS) change what it compiles: part of the answer's key
     entry = compile_cache.program_key(program, "tpu", json.dumps(request, sort_keys=True),
                                       version, os.environ.get("LIBTPU_INIT_ARGS", ""))
@@ -324,6 +316,21 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
             f"follows).\n{result['message']}", function=name)
     return dataclasses.replace(_program(result, target, num_partitions, version, cached),
                                fit_only=bool(fit_only))
+
+
+def _request(target, num_partitions, num_replicas, free_in, propagate_out, fit_only):
+    """What the worker compiles for: topology, cores, propagation, chip configuration and
+    XLA build options (all part of the answer's cache key)."""
+    request = {"topology": target.generation.topology_for(num_partitions * num_replicas),
+               "num_partitions": int(num_partitions), "num_replicas": int(num_replicas),
+               "free_in": [bool(f) for f in free_in], "propagate_out": bool(propagate_out)}
+    if target.generation.chip_config:  # megacore: TensorFlow's devices, not TensorCores
+        request["chip_config"] = target.generation.chip_config
+    build = dict(FIT_ONLY_OPTIONS) if fit_only else {}
+    build.update(json.loads(os.environ.get(BUILD_OPTIONS_ENV) or "{}"))
+    if build:  # XLA's ExecutableBuildOptions for the TPU compile
+        request["build_options"] = build
+    return request
 
 
 def _program(result, target, num_partitions, version, cached):
