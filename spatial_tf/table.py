@@ -7,7 +7,39 @@ image   1024
 label      8
 """
 
-__all__ = ["format_table", "format_bytes"]
+import re
+from typing import Optional
+
+__all__ = ["format_table", "format_bytes", "parse_size", "SIZE_UNITS"]
+
+# a size's unit -> bytes: KiB, MiB, ... and numpy/TF-style K, M, ... are powers of 1024;
+# KB, MB, ... powers of 1000
+SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str) -> Optional[int]:
+    """Bytes of a size written as a number and a unit (``SIZE_UNITS``, any case), or None
+    when ``text`` is not of that form (a name, say).
+
+    >>> parse_size("2GiB"), parse_size("500 MB"), parse_size("1048576"), parse_size("v3")
+    (2147483648, 500000000, 1048576, None)
+
+    Raises:
+      ValueError: a unit not in ``SIZE_UNITS`` ("expected a size unit among ...").
+    """
+    size = _SIZE.match(text)
+    if size is None:
+        return None
+    unit = SIZE_UNITS.get(size.group(2).lower())
+    if unit is None:
+        raise ValueError(f"expected a size unit among {', '.join(u for u in SIZE_UNITS if u)}")
+    return int(float(size.group(1)) * unit)
 
 
 def format_table(headers, rows, title=None, right=()):

@@ -18,9 +18,9 @@ v3: 16.0 GiB per core (one TensorCore), 14.4 GiB usable after a 10% reserve
 """
 import dataclasses
 import numbers
-import re
 from typing import Any, Optional
 
+from spatial_tf.table import parse_size
 from spatial_tf.tpu_generations import GENERATIONS, generation
 
 __all__ = ["Budget", "parse_budget", "HBM_PER_DEVICE", "RESERVE_FRACTION", "GiB"]
@@ -36,14 +36,6 @@ HBM_PER_DEVICE = {g.name: (g.hbm_per_device, g.device) for g in GENERATIONS.valu
 # TPU runtime and program, infeed/outfeed buffers and fragmentation. A planning margin
 # (not a measured TPU figure); pass reserve=0 to plan against the full HBM.
 RESERVE_FRACTION = 0.10
-
-_UNITS = {
-    "": 1, "b": 1,
-    "kib": KiB, "mib": MiB, "gib": GiB, "tib": 2**40,
-    "k": KiB, "m": MiB, "g": GiB, "t": 2**40,  # numpy/TF style shorthand: binary
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,13 +103,11 @@ def parse_budget(value: Any, reserve: Optional[float] = None) -> Budget:
     if not isinstance(value, str):
         raise TypeError(f"budget is {value!r}; expected bytes (int), a size string or a TPU "
                         f"slice name. Fix: {_FIX}")
-    size = _SIZE.match(value)
-    if size is not None:
-        unit = _UNITS.get(size.group(2).lower())
-        if unit is None:
-            raise ValueError(f"budget is {value!r}; expected a size unit among "
-                             f"{', '.join(u for u in _UNITS if u)}. Fix: {_FIX}")
-        count = int(float(size.group(1)) * unit)
+    try:
+        count = parse_size(value)
+    except ValueError as e:  # a number with an unknown unit
+        raise ValueError(f"budget is {value!r}; {e}. Fix: {_FIX}") from None
+    if count is not None:
         if count <= 0:
             raise ValueError(f"budget is {value!r}; expected a positive size. Fix: {_FIX}")
         return _make(count, reserve or 0.0, value.strip())

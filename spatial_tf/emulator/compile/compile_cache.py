@@ -52,6 +52,8 @@ import tempfile
 import time
 from typing import List, NamedTuple, Optional, Tuple
 
+from spatial_tf.table import parse_size
+
 __all__ = ["ENV", "LIMIT_ENV", "DEFAULT_LIMIT", "directory", "key", "program_key",
            "host_cpu", "load", "store", "load_bytes", "store_bytes", "Entry", "entries",
            "total_size", "clear", "limit"]
@@ -62,10 +64,6 @@ DEFAULT_LIMIT = 4 * 2**30
 STALE_PARTIAL_SECONDS = 3600  # a writer this long gone was killed
 _OFF = ("", "0", "off", "false", "no")
 _NO_LIMIT = ("0", "off", "none", "no")
-_UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30,
-          "gib": 2**30, "t": 2**40, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9,
-          "tb": 10**12}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # only files this module writes are listed, evicted or removed: keys are sha256 digests
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.(?:json|bin)$")
 _PARTIAL = re.compile(r"^(?:[0-9a-f]{64}\.|tmp)\w+\.partial$")  # mkstemp's names
@@ -214,14 +212,16 @@ def _parse_size(text: str) -> Optional[int]:
     """
     if text.strip().lower() in _NO_LIMIT:
         return None
-    size = _SIZE.match(text)
-    unit = _UNITS.get(size.group(2).lower()) if size else None
-    if size is None or unit is None:
+    try:
+        size = parse_size(text)
+    except ValueError:  # a number with an unknown unit
+        size = None
+    if size is None:
         raise ValueError(
             f"{LIMIT_ENV} is {text!r}; expected a size such as 2GiB or 500MB, bytes, or "
             f"off for no limit. Fix: e.g. {LIMIT_ENV}=2GiB, or unset it for the default "
             f"4 GiB.")
-    return int(float(size.group(1)) * unit) or None
+    return size or None
 
 
 def limit() -> Optional[int]:
