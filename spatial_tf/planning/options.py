@@ -45,10 +45,9 @@ class PlanOptions:
         are compiled at the real size and fit when the TPU compiler accepts them.
       timeout: seconds for all the plan's compiles; the candidates not compiled by then
         are listed as such (``Plan.unfinished``), as after Ctrl-C, and the rest ranked.
-      fit_only: the TPU compiler answers the fit and memory only, at its lowest
-        optimization effort (several times faster; no step time, so candidates rank by
-        communication). The searches (``search_fewest_cores``, ``search_largest_edge``)
-        always compile so.
+      fit_only: the TPU compiler answers the fit and memory only, at XLA's lowest
+        memory-fitting effort (no step time, so candidates rank by communication). The
+        searches (``search_fewest_cores``, ``search_largest_edge``) always compile so.
     """
 
     memory: str = "tpu"

@@ -12,9 +12,9 @@ CPU machine, so both searches spend as few fitting compiles as they can:
   size that fits and one that does not, assuming memory grows with the volume.
 
 Each probe is a ``plan`` of one spec with ``PlanOptions(target=..., fit_only=True)``, so
-its figures and verdict are the planner's, compiled at XLA's lowest optimization effort
-(the same memory and verdict, several times faster; no step time), and cached like any
-other compile.
+its figures and verdict are the planner's, compiled at XLA's lowest memory-fitting effort
+(the same memory and verdicts on every program measured, sooner; no step time), and
+cached like any other compile.
 """
 import dataclasses
 import time

@@ -69,8 +69,9 @@ class Lowered:
         With ``target`` (a TPU generation or slice: ``"v3"``, ``"v5e"``, ``"v4-8"``),
         compile it with XLA's TPU compiler for that TPU instead and return a
         ``TpuCompiledStep`` (compile-only: it gives figures, it cannot run); ``timeout``
-        stops a TPU compile after that many seconds; ``fit_only`` compiles it faster, for
-        the fit and memory only (no ``step_time``). See ``tpu_compile``.
+        stops a TPU compile after that many seconds; ``fit_only`` compiles it for the fit
+        and memory only, at XLA's lowest memory-fitting effort (no ``step_time``). See
+        ``tpu_compile``.
         """
         if target is not None:
             return self._compile_for_tpu(target, timeout, bool(fit_only))
@@ -259,9 +260,9 @@ class TpuCompiledStep(_ProgramText):
         if program.fit_only:
             raise NoStepTime(
                 f"{self.traced.name}: no step time on TPU {self.target.name}: compiled for "
-                f"the fit only (fit_only=True: XLA's lowest optimization effort, whose "
-                f"memory is the default's but whose cycle estimates are of a less optimized "
-                f"program). Fix: compile without fit_only for the step time.")
+                f"the fit only (fit_only=True: XLA's lowest memory-fitting effort, whose "
+                f"program may be scheduled and rematerialized unlike the default's). Fix: "
+                f"compile without fit_only for the step time.")
         if not program.fits:
             raise NoStepTime(
                 f"{self.traced.name}: no step time on TPU {self.target.name}: the TPU "

@@ -269,8 +269,8 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     shardings XLA propagates (``_xla.propagation``). ``timeout``: seconds before the
     compile is stopped. ``progress``: a line on stderr while the compiler runs (default:
     when stderr is a terminal, a ticking line; otherwise a line when it starts).
-    ``fit_only``: compile at XLA's lowest optimization effort (``FIT_ONLY_OPTIONS``), for
-    the verdict and memory only (the program has no step time).
+    ``fit_only``: compile at XLA's lowest memory-fitting effort (``FIT_ONLY_OPTIONS``),
+    for the verdict and memory only (the program has no step time).
 
     Raises:
       TpuCompilerUnavailable: no libtpu, or one that does not match jax.
@@ -314,8 +314,7 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
             f"({num_partitions} core(s)): {first}. Fix: the same step would fail on that TPU; "
             f"its metadata op_name names the TensorFlow op (the compiler's full message "
             f"follows).\n{result['message']}", function=name)
-    return dataclasses.replace(_program(result, target, num_partitions, version, cached),
-                               fit_only=bool(fit_only))
+    return _program(result, target, num_partitions, version, cached, fit_only)
 
 
 def _request(target, num_partitions, num_replicas, free_in, propagate_out, fit_only):
@@ -333,7 +332,7 @@ def _request(target, num_partitions, num_replicas, free_in, propagate_out, fit_o
     return request
 
 
-def _program(result, target, num_partitions, version, cached):
+def _program(result, target, num_partitions, version, cached, fit_only):
     fits = result["status"] == "compiled"
     memory = None
     required = available = None
@@ -345,7 +344,7 @@ def _program(result, target, num_partitions, version, cached):
                       num_partitions, fits, memory, required, available,
                       "" if fits else result["message"].splitlines()[0], result.get("cost", {}),
                       result["seconds"], cached, version, result.get("hlo_text", ""),
-                      result.get("topology_devices"))
+                      result.get("topology_devices"), bool(fit_only))
 
 
 def _run_worker(program, request, name, target, timeout, progress):
