@@ -55,7 +55,11 @@ def main(argv=None):
         return 2
     if getattr(args, "check", None):
         args.check(args)  # checks that need several options; exits 2 like argparse
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:  # one line, no traceback, the shell's status for SIGINT
+        print(f"python -m spatial_tf {args.command}: stopped by Ctrl-C.", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
