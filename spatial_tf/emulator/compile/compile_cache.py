@@ -67,6 +67,7 @@ _NO_LIMIT = ("0", "off", "none", "no")
 # only files this module writes are listed, evicted or removed: keys are sha256 digests
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.(?:json|bin)$")
 _PARTIAL = re.compile(r"^(?:[0-9a-f]{64}\.|tmp)\w+\.partial$")  # mkstemp's names
+TIMES_FILE = "compile_times.jsonl"  # written by compile_times, removed with the results
 _log = logging.getLogger("spatial_tf")
 _warned: set = set()
 
@@ -248,13 +249,15 @@ def total_size() -> int:
 
 
 def clear() -> Tuple[int, int]:
-    """Remove every stored result, and temporary files of writers killed more than an
-    hour ago; ``(count, bytes)`` of the results removed."""
+    """Remove every stored result, the record of compile times (``compile_times``) and
+    temporary files of writers killed more than an hour ago; ``(count, bytes)`` of the
+    results removed."""
     folder = directory()
     if folder is None:
         return 0, 0
     found, partials = _scan(folder)
     _remove_stale(partials)
+    _remove(folder / TIMES_FILE)
     removed = [entry for entry in found if _remove(entry.path)]
     return len(removed), sum(entry.size for entry in removed)
 
