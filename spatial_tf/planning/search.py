@@ -8,8 +8,11 @@ CPU machine, so both searches spend as few fitting compiles as they can:
   candidate specs in the planner's order, stopping at the first that fits: every count
   below the answer costs only out-of-memory verdicts, and the answer itself one fitting
   compile. The answer is the one a loop compiling every spec at every count gives.
-- ``search_largest_edge`` bisects the cube edge (a multiple of ``multiple``) between a
-  size that fits and one that does not, assuming memory grows with the volume.
+- ``search_largest_edge`` comes down from the largest edge allowed: each out-of-memory
+  verdict says how many bytes that size needs, so the next edge tried is where a line
+  through those sizes (bytes = a + b * voxels) meets the device's memory, and the search
+  ends when an edge fits and the next multiple does not. Most answers take one or two
+  fitting compiles; it assumes memory grows with the volume, as bisection does.
 
 Each probe is a ``plan`` of one spec with ``PlanOptions(target=..., fit_only=True)``, so
 its figures and verdict are the planner's, compiled at XLA's lowest memory-fitting effort
@@ -18,12 +21,13 @@ cached like any other compile.
 """
 import dataclasses
 import time
-from typing import Any, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from spatial_tf.planning.budgets import parse_budget
 from spatial_tf.planning.candidates import candidate_specs, check_shape
 from spatial_tf.planning.options import PlanOptions, Training
 
-__all__ = ["Probe", "Search", "search_fewest_cores", "search_largest_edge"]
+__all__ = ["Probe", "Search", "search_fewest_cores", "search_largest_edge", "edge_search"]
 
 CORE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -180,27 +184,65 @@ def search_largest_edge(step_or_model: Any, shape: Sequence[int], num_cores: int
         probes.append(probe)
         if probe.fits and (best is None or edge > best[0]):
             best = (edge, result)
-        return probe.fits
+        return probe.fits, probe.peak
 
-    low, top = multiple, (high or 16 * max(shape[1:-1])) // multiple * multiple
-    if not at(low):
+    top = max(multiple, (high or 16 * max(shape[1:-1])) // multiple * multiple)
+    available = parse_budget(budget).device_bytes if budget is not None else None
+    low = edge_search(at, multiple, top, available, rank)
+    if low is None:
         return Search(f"largest cube on {num_cores} core(s)", None, None, probes,
                       _source(options), time.perf_counter() - start)
-    if at(top):
-        low = top
-    else:
-        while top - low > multiple:  # low fits, top does not
-            middle = (low + top) // 2 // multiple * multiple
-            if middle in (low, top):
-                break
-            if at(middle):
-                low = middle
-            else:
-                top = middle
     plan = best[1] if best is not None else None  # low fits, so best is set
     return Search(f"largest cube on {num_cores} core(s)", low, plan, probes,
                   plan.tpu_source if plan is not None else _source(options),
                   time.perf_counter() - start)
+
+
+def edge_search(at: Callable[[int], Tuple[bool, int]], multiple: int, top: int,
+                available: Optional[int], rank: int) -> Optional[int]:
+    """The largest multiple of ``multiple`` up to ``top`` for which ``at(edge)`` (``(fits,
+    bytes)``: the bytes needed, for a size that does not fit) fits; None if not even
+    ``multiple`` does. Tries ``top`` first, then where a line through the refused sizes'
+    bytes (against the voxels, ``edge ** rank``) meets ``available`` (bisecting without
+    one), and stops when an edge fits and the next multiple is refused.
+
+    >>> needs = lambda edge: 1000 + edge ** 3          # bytes a cube of that edge needs
+    >>> tried = []
+    >>> def at(edge):
+    ...     tried.append(edge)
+    ...     return needs(edge) <= 200_000, needs(edge)
+    >>> edge_search(at, 8, 512, 200_000, 3), tried       # 58^3 fits, 59^3 does not
+    (56, [512, 56, 64])
+    """
+    known: Dict[int, Tuple[bool, int]] = {}
+    low, high = 0, top + multiple  # low fits (0: none yet), high does not
+    edge = top
+    while True:
+        known[edge] = at(edge)
+        if known[edge][0]:
+            low = edge
+        else:
+            high = edge
+        if high - low <= multiple:
+            return low or None
+        edge = _next_edge(known, low, high, multiple, available, rank)
+
+
+def _next_edge(known, low, high, multiple, available, rank):
+    """An edge strictly between ``low`` and ``high``: where the line through the two
+    smallest refused sizes (one: through zero) reaches ``available``, or the middle."""
+    refused = sorted((e, needs) for e, (fits, needs) in known.items() if not fits and needs)
+    guess = None
+    if available and refused:
+        (e1, n1), (e2, n2) = refused[0], refused[min(1, len(refused) - 1)]
+        v1, v2 = e1 ** rank, e2 ** rank
+        slope = (n2 - n1) / (v2 - v1) if v2 != v1 else n1 / v1
+        base = n1 - slope * v1 if v2 != v1 else 0.0
+        if slope > 0 and available > base:
+            guess = int(((available - base) / slope) ** (1 / rank)) // multiple * multiple
+    if guess is None:
+        guess = (low + high) // 2 // multiple * multiple
+    return min(max(guess, low + multiple), high - multiple)
 
 
 def _source(options):

@@ -69,7 +69,7 @@ def test_nothing_fits_gives_no_answer(step):
     assert "Answer: none fits" in str(found)
 
 
-def test_largest_edge_bisects_to_a_fitting_edge_with_the_next_refused(step):
+def test_largest_edge_closes_on_a_fitting_edge_with_the_next_refused(step):
     found = planning.search_largest_edge(step, (1, 1024, 1024, 8), 2, "v5e", multiple=1024,
                                          high=16384)
     edge = found.answer
@@ -77,8 +77,10 @@ def test_largest_edge_bisects_to_a_fitting_edge_with_the_next_refused(step):
     verdicts = {p.shape[1]: p.fits for p in found.probes}
     assert verdicts[edge] is True
     refused = [e for e, fits in verdicts.items() if not fits]
-    assert refused and min(refused) == edge + 1024  # bisection closed on the boundary
+    assert refused and min(refused) == edge + 1024  # the search closed on the boundary
     assert all(fits for e, fits in verdicts.items() if e <= edge)
+    assert found.probes[0].shape[1] == 16384  # from the top down: refusals are quick
+    assert sum(p.fits for p in found.probes) <= 2
 
 
 def test_a_search_needs_a_tpu_to_compile_for(step):
