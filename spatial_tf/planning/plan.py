@@ -269,8 +269,36 @@ class Plan:
                 f"Not compiled: {', '.join(_spec(c.spec) for c in self.unfinished)} "
                 f"({self.unfinished[0].reason[len('not compiled: '):]}); the ranking and "
                 f"the recommendation cover the candidates compiled.")
-        lines.append(f"Planned in {self.seconds:.1f} s.")
+        lines.append(f"Planned in {self.seconds:.1f} s{_compiles(self.candidates)}.")
         return lines
+
+
+def _compiles(candidates):
+    """``: 3 compiles, 1 from cache, the others 96-121 s each`` (predicted figures and
+    candidates never compiled are not compiles).
+
+    >>> c = lambda seconds, cached=False: Candidate((1,), 1, compile_seconds=seconds,
+    ...                                             cached=cached)
+    >>> _compiles([c(96.0), c(121.4), c(2.0, cached=True)])
+    ': 3 compiles, 1 from cache, the others 96-121 s each'
+    >>> _compiles([c(40.2)]), _compiles([c(1.0, True)]), _compiles([])
+    (': 1 compile, 40 s', ': 1 compile, from cache', '')
+    """
+    done = [c for c in candidates if not c.predicted and not str(c.reason or "").startswith(
+        "not compiled: ")]
+    if not done:
+        return ""
+    cached = sum(c.cached for c in done)
+    fresh = sorted(c.compile_seconds for c in done if not c.cached)
+    text = f": {len(done)} compile{'s' if len(done) != 1 else ''}"
+    if cached:
+        text += ", from cache" if not fresh else f", {cached} from cache"
+    if fresh:
+        low, high = round(fresh[0]), round(fresh[-1])
+        span = f"{low} s" if low == high else f"{low}-{high} s"
+        text += (", the others " if cached else ", ") + span + (" each" if len(fresh) > 1
+                                                              else "")
+    return text
 
 
 def _spec(spec):
