@@ -97,6 +97,7 @@ class Report:
             for row, k in zip(rows, MEMORY_KINDS + ("peak",)):
                 row += _tpu_cells(self.tpu, k)
             title += f"; first columns XLA:CPU, {name} columns {self.tpu['source']}"
+            title += _cached_text(self.tpu.get("cached", {}))
         memory = format_table(headers, rows, title=title,
                               right=[h for h in headers if h != "bytes"])
         if self.tpu:
@@ -179,6 +180,22 @@ def _tpu_step_times(on_tpu):
     return times, "; ".join(missing) or None
 
 
+def _cached_text(cached):
+    """What of the TPU columns was read from the compile cache.
+
+    >>> _cached_text({"partitioned": True, "unpartitioned": True})
+    ', both read from the compile cache'
+    >>> _cached_text({"partitioned": False, "unpartitioned": True})
+    ', unpartitioned read from the compile cache'
+    >>> _cached_text({"partitioned": False, "unpartitioned": False})
+    ''
+    """
+    found = [which for which in ("partitioned", "unpartitioned") if cached.get(which)]
+    if not found:
+        return ""
+    return f", {'both' if len(found) == 2 else found[0]} read from the compile cache"
+
+
 def _tpu_figures(on_tpu):
     """``Report.tpu`` from a ``TpuCompiledStep``."""
     programs = {"partitioned": on_tpu.program, "unpartitioned": on_tpu.unpartitioned}
@@ -192,6 +209,7 @@ def _tpu_figures(on_tpu):
         "fits": {which: p.fits for which, p in programs.items()},
         "verdict": {which: p.verdict() for which, p in programs.items()},
         "compile_seconds": {which: p.compile_seconds for which, p in programs.items()},
+        "cached": {which: p.cached for which, p in programs.items()},
     }
 
 

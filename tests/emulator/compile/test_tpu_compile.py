@@ -206,6 +206,9 @@ def test_out_of_memory_is_the_compilers_verdict_with_its_figures(kernel):
     assert "TPU v3 per core" in text and "does not fit" in text
     assert "step on 2 cores (2 virtual CPU devices)" in text
     assert "first columns XLA:CPU, TPU v3 columns XLA:TPU v3 (libtpu" in text
+    assert "read from the compile cache" not in text
+    again = str(emulator.report(_conv_step(2, kernel), (tf.ones([2, 16384, 16384, 1]),)))
+    assert "compile-only), both read from the compile cache" in again
     # the CPU figures are the emulator's own, as without a target
     assert report.partitioned == Emulator(2).report(
         _conv_step(2, kernel), (tf.ones([2, 16384, 16384, 1]),)).partitioned
