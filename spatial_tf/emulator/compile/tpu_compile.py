@@ -9,7 +9,8 @@ cost analysis. Nothing runs: the emulator still executes on CPU.
 
 Each compile runs in a worker process (``_xla_tpu``) with an optional time limit, prints
 a progress line while it runs, and its result is cached across processes
-(``compile_cache``). Two parts of a TensorFlow program that the TPU pipeline refuses are
+(``compile_cache``); ``SPATIAL_TF_TPU_COMPILER_LOG=FILE`` appends each compile's own log
+to ``FILE``. Two parts of a TensorFlow program that the TPU pipeline refuses are
 handled here, once: ``copy`` instructions (TensorFlow's results and variable writes; the
 TPU pipeline cannot legalize ``mhlo.copy``) are removed, since a copy is the identity
 and XLA inserts the copies it needs itself; float64, which a TPU lacks, is refused with
@@ -55,6 +56,9 @@ BUILD_OPTIONS_ENV = "SPATIAL_TF_TPU_BUILD_OPTIONS"
 # changes memory (a published 3D U-Net: 15.2 GiB against the default's 17.2; 13.4
 # against 14.1), so it is not used (docs/guide-planning.md, "What the compile time buys")
 FIT_ONLY_OPTIONS = {"memory_fitting_effort": -1.0}
+# a file that receives each TPU compile's log (libtpu's own lines: set TPU_MIN_LOG_LEVEL=0
+# TPU_STDERR_LOG_LEVEL=0 for them all), appended; for finding where compile time goes
+LOG_ENV = "SPATIAL_TF_TPU_COMPILER_LOG"
 SOURCE = "the TPU compiler (XLA:TPU in libtpu, compile-only)"
 
 
@@ -390,6 +394,7 @@ def _run_worker(program, request, name, target, timeout, progress, note=""):
                 worker.kill()
                 worker.wait()
                 raise
+            _keep_log(log)
             path = os.path.join(folder, "result.json")
             if not os.path.exists(path):
                 log.seek(0)
@@ -402,6 +407,20 @@ def _run_worker(program, request, name, target, timeout, progress, note=""):
                     f"this program. Its words:\n  " + "\n  ".join(fatal or lines[-5:]))
         with open(path) as f:
             return json.load(f)
+
+
+def _keep_log(log):
+    """Append the worker's log to ``$SPATIAL_TF_TPU_COMPILER_LOG`` when that is set."""
+    keep = os.environ.get(LOG_ENV)
+    if not keep:
+        return
+    log.seek(0)
+    try:
+        with open(keep, "ab") as f:
+            f.write(log.read())
+    except OSError as e:
+        print(f"warning: {LOG_ENV}={keep}: the TPU compiler's log was not kept ({e})",
+              file=sys.stderr)
 
 
 def _wait(worker, timeout, shown):
