@@ -10,7 +10,7 @@ label      8
 import re
 from typing import Optional
 
-__all__ = ["format_table", "format_bytes", "parse_size", "SIZE_UNITS"]
+__all__ = ["format_table", "format_bytes", "parse_size", "plural", "SIZE_UNITS"]
 
 # a size's unit -> bytes: KiB, MiB, ... and numpy/TF-style K, M, ... are powers of 1024;
 # KB, MB, ... powers of 1000
@@ -77,3 +77,14 @@ def format_bytes(n):
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+
+
+def plural(count: int, word: str, many: Optional[str] = None) -> str:
+    """``count`` and ``word``, made plural (``many``, else ``word`` + "s") unless 1.
+
+    >>> plural(1, "core"), plural(8, "core"), plural(0, "held-out volume")
+    ('1 core', '8 cores', '0 held-out volumes')
+    >>> plural(2, "core per chip", "cores per chip")
+    '2 cores per chip'
+    """
+    return f"{count} {word if count == 1 else many or word + 's'}"

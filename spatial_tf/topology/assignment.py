@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from spatial_tf.checks import check_int
 from spatial_tf.spec import MAX_CORES_PER_REPLICA
+from spatial_tf.table import plural
 from spatial_tf.topology.shapes import max_replicas, rank_shapes, valid_core_counts
 
 __all__ = [
@@ -117,8 +118,8 @@ def choose(
         topology, best.shape, stride, replicas, limit, reason,
         tuple(r.shape for r in others),
     )
-    log.info("%s: computation_shape %s, %d replica(s): %s", label,
-             list(best.shape), replicas, reason)
+    log.info("%s: computation_shape %s, %s: %s", label,
+             list(best.shape), plural(replicas, "replica"), reason)
     return choice
 
 
@@ -257,7 +258,7 @@ def _check_replicas(label, num_replicas, limit, shape):
               minimum=None, expected=f"an int from 1 to {limit}", where=label, as_argument=True)
     if not 1 <= num_replicas <= limit:
         raise ValueError(
-            f"{label}: num_replicas={num_replicas}, but at most {limit} replica(s) of "
+            f"{label}: num_replicas={num_replicas}, but at most {plural(limit, 'replica')} of "
             f"computation_shape {list(shape)} fit. Valid values: 1 to {limit} "
             f"(or None for {limit}). Fix: pass one of these, or fewer cores per replica "
             f"for more replicas."
@@ -280,21 +281,22 @@ def _reason(topology, best, others, replicas, limit, stride, given):
         per_chip = f"{c} of the {mesh[3]} cores of each chip"
     head = "requested" if given is not None else "most compact block"
     text = (
-        f"{head}: {n} core(s) as a {x}x{y}x{z} block of chips with {per_chip} "
-        f"(surface {best.surface}, at most {best.span - 3} hop(s) apart, "
-        f"{best.hosts} host(s) per replica)"
+        f"{head}: {plural(n, 'core')} as a {x}x{y}x{z} block of chips with {per_chip} "
+        f"(surface {best.surface}, at most {plural(best.span - 3, 'hop')} apart, "
+        f"{plural(best.hosts, 'host')} per replica)"
     )
     if stride != (1, 1, 1, 1):
         text += f", cores {list(stride)} apart"
-    text += f"; {limit} replica(s) tile the {mesh[0]}x{mesh[1]}x{mesh[2]} chip mesh"
+    text += (f"; {plural(limit, 'replica tiles', 'replicas tile')} the "
+             f"{mesh[0]}x{mesh[1]}x{mesh[2]} chip mesh")
     if replicas < limit:
-        text += f", {replicas} used ({(limit - replicas) * n} core(s) idle)"
+        text += f", {replicas} used ({plural((limit - replicas) * n, 'core')} idle)"
     if given is None and others:
         runner_up = others[0]
         text += f"; next best {list(runner_up.shape)} ({_why_worse(best, runner_up)})"
     if topology.missing_devices.size:
         text += (
-            f"; the slice reports {len(topology.missing_devices)} missing core(s), so "
+            f"; the slice reports {plural(len(topology.missing_devices), 'missing core')}, so "
             f"TensorFlow assigns cores in task order and the block shape is not kept"
         )
     return text

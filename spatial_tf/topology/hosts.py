@@ -20,6 +20,8 @@ from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
+from spatial_tf.table import plural
+
 __all__ = ["HostFeed", "host_feeds", "input_contexts", "batch_hints"]
 
 
@@ -73,8 +75,9 @@ def batch_hints(device_assignment: Any, global_batch_size: Optional[int] = None)
     lines = [f"global batch must be a multiple of {replicas} (num_replicas_in_sync)."]
     per_host = sorted({len(f.replicas) for f in feeds})
     lines.append(
-        f"{len(feeds)} input pipeline(s), one per host that feeds replicas, each feeding "
-        f"{_or(per_host)} replica(s): per-host batch = global_batch / {replicas} x "
+        f"{plural(len(feeds), 'input pipeline')}, one per host that feeds replicas, each "
+        f"feeding {_or(per_host)} {'replica' if per_host == [1] else 'replicas'}: per-host "
+        f"batch = global_batch / {replicas} x "
         f"{_or(per_host)}."
     )
     idle = all_tasks - len(feeds)

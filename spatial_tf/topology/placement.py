@@ -4,7 +4,7 @@
 >>> import tensorflow as tf
 >>> da = device_assignment(synthetic("v3-8"), num_cores_per_replica=4)
 >>> print(describe(da, {"image": tf.TensorSpec([2, 64, 64, 3])}, {"image": [1, 2, 2, 1]}))
-2 replica(s) x 4 logical core(s) on v3-8 (mesh_shape [2, 2, 1, 2]), 1 host(s)
+2 replicas x 4 logical cores on v3-8 (mesh_shape [2, 2, 1, 2]), 1 host
 replica  core  task  x  y  z  chip core  TPU ordinal  inputs['image']
 -------  ----  ----  -  -  -  ---------  -----------  ------------------------
       0     0     0  0  0  0          0            0  [0:2, 0:32, 0:32, 0:3]
@@ -26,7 +26,7 @@ from spatial_tf.context import EmulatedLayout
 from spatial_tf.spec import Assign, PartialTile, Tile, check_order, validate
 from spatial_tf.spec.validation import looks_like_spec
 from spatial_tf.spec.paths import flatten_with_paths
-from spatial_tf.table import format_table
+from spatial_tf.table import format_table, plural
 from spatial_tf.topology.assignment import slice_label
 
 __all__ = ["describe", "tile_of_core", "as_device_assignment"]
@@ -78,8 +78,9 @@ def describe(layout: Any, inputs: Any = None, spec: Any = None) -> str:
             row = [replica, core, task, x, y, z, chip_core, int(da.tpu_ordinal(replica, core))]
             rows.append(row + [cells[core] for _, cells in columns])
     title = (
-        f"{da.num_replicas} replica(s) x {da.num_cores_per_replica} logical core(s) on "
-        f"{_where(da.topology)}, {len({r[2] for r in rows})} host(s)"
+        f"{plural(da.num_replicas, 'replica')} x "
+        f"{plural(da.num_cores_per_replica, 'logical core')} on {_where(da.topology)}, "
+        f"{plural(len({r[2] for r in rows}), 'host')}"
     )
     return format_table(_HEADERS + [path for path, _ in columns], rows, title=title)
 
@@ -119,9 +120,10 @@ def _emulator_title(emulator):
     hosts = layout.num_hosts
     fed = sorted(set(layout.replicas_per_pipeline))
     title = (
-        f"{emulator.num_replicas} replica(s) x {cores} logical core(s) on the CPU "
-        f"emulator ({len(emulator.devices)} virtual CPU devices"
-        + (f", {hosts} hosts with {' or '.join(map(str, fed))} replica(s) each"
+        f"{plural(emulator.num_replicas, 'replica')} x {plural(cores, 'logical core')} on "
+        f"the CPU emulator ({plural(len(emulator.devices), 'virtual CPU device')}"
+        + (f", {hosts} hosts with {' or '.join(map(str, fed))} "
+           f"{'replica' if fed == [1] else 'replicas'} each"
            if hosts > 1 else "") + ")"
     )
     if layout.device_assignment is None:

@@ -17,7 +17,7 @@ def _mesh(x, y, z, c):
 
 @pytest.mark.parametrize("n", [0, -1])
 def test_num_replicas_below_one(n):
-    with pytest.raises(ValueError, match=rf"^v3-32: num_replicas={n}, but at most 4 replica\(s\) "
+    with pytest.raises(ValueError, match=rf"^v3-32: num_replicas={n}, but at most 4 replicas "
                        r"of computation_shape \[2, 2, 1, 2\] fit\. Valid values: 1 to 4"):
         choose(synthetic("v3-32"), num_cores_per_replica=8, num_replicas=n)
 
@@ -74,7 +74,7 @@ def test_given_shape_keeps_the_others_as_alternatives_best_first():
     assert choice.computation_shape == (2, 2, 1, 1)
     assert choice.alternatives == ((1, 2, 1, 2), (2, 1, 1, 2))
     assert choice.num_cores_per_replica == 4
-    assert choice.reason.startswith("requested: 4 core(s) as a 2x2x1 block of chips with 1 of "
+    assert choice.reason.startswith("requested: 4 cores as a 2x2x1 block of chips with 1 of "
                                     "the 2 cores of each chip")
     assert "next best" not in choice.reason
 
@@ -105,23 +105,23 @@ def test_strides_on_a_mesh_that_is_not_a_power_of_two():
     "topology, n, text",
     [
         # one device per chip
-        (synthetic("v4-8"), 2, "most compact block: 2 core(s) as a 1x2x1 block of chips with "
-         "one device per chip (surface 5, at most 1 hop(s) apart, 1 host(s) per replica); "
-         "2 replica(s) tile the 2x2x1 chip mesh; next best [2, 1, 1, 1] (equally compact; "
+        (synthetic("v4-8"), 2, "most compact block: 2 cores as a 1x2x1 block of chips with "
+         "one device per chip (surface 5, at most 1 hop apart, 1 host per replica); "
+         "2 replicas tile the 2x2x1 chip mesh; next best [2, 1, 1, 1] (equally compact; "
          "tie broken towards y)"),
         # all cores of each chip; runner-up splits a chip's cores
-        (synthetic("v3-8"), 4, "most compact block: 4 core(s) as a 1x2x1 block of chips with "
-         "all 2 cores of each chip (surface 5, at most 1 hop(s) apart, 1 host(s) per replica); "
-         "2 replica(s) tile the 2x2x1 chip mesh; next best [2, 1, 1, 2] (equally compact; "
+        (synthetic("v3-8"), 4, "most compact block: 4 cores as a 1x2x1 block of chips with "
+         "all 2 cores of each chip (surface 5, at most 1 hop apart, 1 host per replica); "
+         "2 replicas tile the 2x2x1 chip mesh; next best [2, 1, 1, 2] (equally compact; "
          "tie broken towards y)"),
         (synthetic("v3-8"), 2, "next best [1, 2, 1, 1] (splits chips' cores across replicas)"),
         # runner-up has a larger surface
         (synthetic("v4-64"), 8, "as a 2x2x2 block of chips with one device per chip (surface "
-         "12, at most 3 hop(s) apart"),
+         "12, at most 3 hops apart"),
         (synthetic("v4-64"), 8, "(surface 14)"),
         (synthetic("v4-16"), 4, "next best [1, 2, 2, 1] (spans 2 hosts)"),
         (synthetic("v4-32"), 4, "next best [1, 2, 2, 1] (spans 2 hosts)"),
-        (_mesh(4, 1, 1, 1), 4, "most compact block: 4 core(s) as a 4x1x1 block of chips"),
+        (_mesh(4, 1, 1, 1), 4, "most compact block: 4 cores as a 4x1x1 block of chips"),
     ],
 )
 def test_reason_texts(topology, n, text):
@@ -135,7 +135,7 @@ def test_choice_is_frozen_and_its_repr_leaves_out_the_topology():
         choice.num_replicas = 1
     assert repr(choice).startswith(
         "Choice(computation_shape=(1, 2, 1, 2), computation_stride=(1, 1, 1, 1), "
-        "num_replicas=2, max_replicas=2, reason='most compact block: 4 core(s)"
+        "num_replicas=2, max_replicas=2, reason='most compact block: 4 cores"
     )
     assert "synthetic(" not in repr(choice) and "Topology" not in repr(choice)
 

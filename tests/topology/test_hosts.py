@@ -57,7 +57,7 @@ def test_batch_hints_for_a_pod_slice():
     lines = batch_hints(_da("v3-32", 16), global_batch_size=6)
     assert lines[0] == "global batch must be a multiple of 2 (num_replicas_in_sync)."
     assert lines[1] == (
-        "2 input pipeline(s), one per host that feeds replicas, each feeding 1 replica(s): "
+        "2 input pipelines, one per host that feeds replicas, each feeding 1 replica: "
         "per-host batch = global_batch / 2 x 1."
     )
     assert lines[2].startswith("2 of 4 hosts run no input pipeline")

@@ -18,7 +18,7 @@ def test_table_lists_every_replica_and_core_with_its_physical_place():
     da = device_assignment(synthetic("v3-32"), num_cores_per_replica=8)
     title, rows = _rows(describe(da))
     assert title == (
-        "4 replica(s) x 8 logical core(s) on v3-32 (mesh_shape [4, 4, 1, 2]), 4 host(s)"
+        "4 replicas x 8 logical cores on v3-32 (mesh_shape [4, 4, 1, 2]), 4 hosts"
     )
     assert len(rows) == 32
     for row in rows:
@@ -89,7 +89,7 @@ def test_describe_an_emulator_maps_replica_and_core_to_its_virtual_device():
     inputs = {"image": tf.TensorSpec([2, 8, 8, 3])}
     table = describe(emulator, inputs, {"image": [1, 2, 2, 1]})
     lines = table.splitlines()
-    assert lines[0] == "2 replica(s) x 4 logical core(s) on the CPU emulator (8 virtual CPU devices)"
+    assert lines[0] == "2 replicas x 4 logical cores on the CPU emulator (8 virtual CPU devices)"
     assert lines[1].split() == ["replica", "host", "core", "virtual", "device", "inputs['image']"]
     rows = [line.split(None, 4) for line in lines[3:]]
     assert [(int(r), int(h), int(c), d) for r, h, c, d, _ in rows] == [
@@ -104,8 +104,8 @@ def test_describe_an_emulator_with_hosts_shows_which_host_feeds_each_replica():
     from spatial_tf.emulator import Emulator
 
     lines = describe(Emulator(num_cores_per_replica=1, num_replicas=4, num_hosts=2)).splitlines()
-    assert lines[0] == ("4 replica(s) x 1 logical core(s) on the CPU emulator (4 virtual CPU "
-                        "devices, 2 hosts with 2 replica(s) each)")
+    assert lines[0] == ("4 replicas x 1 logical core on the CPU emulator (4 virtual CPU "
+                        "devices, 2 hosts with 2 replicas each)")
     assert [tuple(int(x) for x in line.split()[:3]) for line in lines[3:]] == [
         (0, 0, 0), (1, 0, 0), (2, 1, 0), (3, 1, 0)]
 
@@ -117,8 +117,8 @@ def test_describe_an_emulator_of_a_named_slice_shows_the_task_of_every_core():
     # v3-32, 8 cores per replica: TensorFlow's ring visits the 4 hosts as tasks 0, 1, 3, 2
     lines = describe(Emulator(num_cores_per_replica=8, topology="v3-32")).splitlines()
     assert lines[:2] == [
-        "4 replica(s) x 8 logical core(s) on the CPU emulator (32 virtual CPU devices, 4 "
-        "hosts with 1 replica(s) each) as on v3-32",
+        "4 replicas x 8 logical cores on the CPU emulator (32 virtual CPU devices, 4 "
+        "hosts with 1 replica each) as on v3-32",
         "host: the input pipeline feeding the replica, run by task 0, 1, 3, 2 for host 0 to "
         "3; task: the TPU host of the core"]
     assert lines[2].split() == ["replica", "host", "core", "task", "virtual", "device"]
