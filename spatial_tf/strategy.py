@@ -275,20 +275,16 @@ def auto(
     cannot satisfy (say, too many cores per replica), a TPU that is there but fails
     (``TPUError``: busy, version mismatch, a bug), a remote TPU that fails after this
     process connected to it, and a timeout (the attempt goes on in the background and
-    may still connect this process to the TPU). The choice and its reason are logged on
-    the ``spatial_tf`` logger.
+    may still connect this process to the TPU). The choice is one warning line on the
+    ``spatial_tf`` logger, and the reason an info line (docs/tpu.md explains both).
     """
     strategy, no_tpu = _choose(tpu, computation_shape, num_cores_per_replica, num_replicas,
                                computation_stride, timeout_s)
     if no_tpu is not None and isinstance(strategy, EmulatedLayout):
-        log.warning(
-            "spatial_tf.auto: no TPU here (%s), so it returned %r: the same partitioned "
-            "program on virtual CPU devices, for checking results, memory and "
-            "communication (not speed). To run on a TPU: start this on a TPU VM, or pass "
-            "tpu='NAME' (or set TPU_NAME) for a pod slice or remote TPU. To state the "
-            "CPU choice and skip this notice: use spatial_tf.Emulator(...) directly.",
-            str(no_tpu).split(" Fix:")[0].rstrip("."), strategy,
-        )
+        log.warning("spatial_tf.auto: no TPU here, using %r on CPU; see docs/tpu.md", strategy)
+        log.info("spatial_tf.auto: no TPU because: %s. Fix for a TPU: run this on a TPU VM, "
+                 "or pass tpu='NAME' (or set TPU_NAME); to skip the notice, use "
+                 "spatial_tf.Emulator(...) directly.", no_tpu.reason)
     return strategy
 
 

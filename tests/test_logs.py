@@ -10,9 +10,11 @@ from spatial_tf import logs
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What a user saw before: TensorFlow start-up, TF's XLA service, jaxlib's GSPMD notice,
-# TF's "Compiled cluster" line.
+# TF's "Compiled cluster" line, tf.data's lines when a dataset's iterator starts.
 NOISE = ("cpu_feature_guard", "XLA service", "GSPMD sharding propagation",
          "Compiled cluster using XLA", "absl::InitializeLog")
+TF_DATA_NOISE = ("generator_dataset_op.cc", "Memory patch applied",
+                 "Input of GeneratorDatasetOp::Dataset will not be optimized")
 
 SCRIPT = """
 import sys
@@ -30,6 +32,11 @@ print(strategy.compare(step_fn, args=(x,)).ok)
 print(strategy.report(step_fn, args=(x,)).function)
 print(float(strategy.run(step_fn, args=(x,))))
 print(float(tf.function(lambda x: strategy.run(step_fn, args=(x,)))(x)))
+# a generator dataset of the user's own, then one the emulator distributes
+ds = tf.data.Dataset.from_generator(lambda: iter([[1.0, 2.0]] * 4),
+                                    output_signature=tf.TensorSpec([2], tf.float32))
+print(sum(float(tf.reduce_sum(b)) for b in ds.batch(2)))
+print(float(tf.reduce_sum(next(iter(strategy.experimental_distribute_dataset(ds.batch(2)))))))
 """
 
 
@@ -44,7 +51,8 @@ def run_script(**env):
 def test_spatial_tf_calls_print_no_tensorflow_or_xla_log_lines():
     result = run_script()
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True", "True", "step_fn", "484.0", "484.0"]
+    assert result.stdout.split() == ["True", "True", "step_fn", "484.0", "484.0", "12.0",
+                                     "6.0"]
     before, after = result.stderr.split("--- spatial_tf calls\n")
     assert after == ""
     # importing TensorFlow and jax through spatial_tf printed nothing either; what the
@@ -58,6 +66,34 @@ def test_verbose_switch_shows_them():
     assert result.returncode == 0, result.stderr
     assert "GSPMD sharding propagation is going to be deprecated" in result.stderr
     assert "Compiled cluster using XLA" in result.stderr
+    # the tf.data lines test_spatial_tf_calls_print_no_tensorflow_or_xla_log_lines and
+    # test_tensorflow_imported_first_prints_only_its_start_up_lines find absent
+    after = result.stderr.split("--- spatial_tf calls\n")[1]
+    assert all(n in after for n in TF_DATA_NOISE), after
+
+
+# The user's own TensorFlow first: its start-up lines print before spatial_tf can act
+# (docs/troubleshooting.md says so); what spatial_tf's calls start stays quiet
+TF_FIRST = """
+import sys
+import tensorflow as tf
+import spatial_tf
+print("--- spatial_tf calls", file=sys.stderr, flush=True)
+strategy = spatial_tf.Emulator(num_cores_per_replica=2)
+ds = tf.data.Dataset.from_tensor_slices(tf.ones([4, 8, 8, 1])).batch(2)
+print(float(tf.reduce_sum(next(iter(strategy.experimental_distribute_dataset(ds))))))
+"""
+
+
+def test_tensorflow_imported_first_prints_only_its_start_up_lines():
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("TF_CPP_MIN_LOG_LEVEL", logs.VERBOSE_ENV)}
+    result = subprocess.run([sys.executable, "-c", TF_FIRST], capture_output=True, text=True,
+                            env={**environ, "PYTHONPATH": REPO}, timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "128.0\n"
+    after = result.stderr.split("--- spatial_tf calls\n")[1]
+    assert not any(n in after for n in TF_DATA_NOISE + NOISE), after
 
 
 def test_quiet_keeps_what_is_not_log_noise(capfd):

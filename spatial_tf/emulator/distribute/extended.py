@@ -7,10 +7,11 @@ replicas, and ``call_for_each_replica`` running the step emulated.
 """
 import tensorflow as tf
 
+from spatial_tf import logs
 from spatial_tf.emulator.compile import runner
 from spatial_tf.emulator.distribute import datasets, hosts, on_read, pieces, replica
 
-__all__ = ["EmulatorExtended"]
+__all__ = ["EmulatorExtended", "quiet_iterators"]
 
 
 @pieces.checked_hooks
@@ -106,10 +107,10 @@ class EmulatorExtended(pieces.OneDeviceExtended):
                 f"expected a tf.data.Dataset yielding global batches."
             )
         datasets.check_global_batch(dataset.element_spec, self._num_replicas)
-        return pieces.get_distributed_dataset(
+        return quiet_iterators(pieces.get_distributed_dataset(
             dataset, self._input_workers_with_options(options), self._container_strategy(),
             num_replicas_in_sync=self._num_replicas, options=options,
-        )
+        ))
 
     @pieces.tf_hook
     def _distribute_datasets_from_function(self, dataset_fn, options):
@@ -133,7 +134,33 @@ class EmulatorExtended(pieces.OneDeviceExtended):
             hosts.check_host_specs(specs)  # before any step runs
             return dataset
 
-        return pieces.get_distributed_datasets_from_function(
+        return quiet_iterators(pieces.get_distributed_datasets_from_function(
             checked_dataset_fn, self._input_workers_with_options(options), contexts,
             self._container_strategy(), options=options,
-        )
+        ))
+
+
+def quiet_iterators(distributed):
+    """``distributed`` (TensorFlow's distributed dataset), its ``iter()`` run in
+    ``logs.quiet()``: the multi-device iterator it starts logs tf.data lines ("Memory
+    patch applied", "will not be optimized") that no user can act on."""
+    distributed.__class__ = _quiet_class(type(distributed))
+    return distributed
+
+
+_QUIET_CLASSES: dict = {}  # TensorFlow's distributed dataset class -> its quiet subclass
+
+
+def _quiet_class(cls):
+    """``cls`` with ``__iter__`` inside ``logs.quiet()``; same name, still a ``cls``."""
+    if cls in _QUIET_CLASSES.values():  # already quiet
+        return cls
+    if cls not in _QUIET_CLASSES:
+        def __iter__(self):
+            with logs.quiet():
+                return cls.__iter__(self)
+
+        _QUIET_CLASSES[cls] = type(cls.__name__, (cls,), {
+            "__iter__": __iter__, "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__})
+    return _QUIET_CLASSES[cls]

@@ -140,7 +140,7 @@ def test_a_slice_name_gives_its_replicas_hosts_and_the_host_of_each_core(v4_32):
     assert layout.pipeline_of_replica == (0, 0, 1, 1, 2, 2, 3, 3)
     assert layout.fed_across_hosts() == (3, 4, 5, 6, 7)
     table = spatial_tf.describe(v4_32)
-    assert "4 hosts with 2 replica(s) each) as on v4-32" in table
+    assert "4 hosts with 2 replicas each) as on v4-32" in table
     assert "replicas 3, 4, 5, 6, 7 are fed by another task than their own" in table
     rows = [r for r in map(str.split, table.splitlines()) if len(r) == 5 and r[0].isdigit()]
     assert [(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows[4:8]] == [
