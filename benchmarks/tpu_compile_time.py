@@ -9,8 +9,8 @@ and the TPU back end's code generation), the temp memory and the predicted step 
 so that a flag which saves time and one which changes the answer are told apart.
 
     python benchmarks/tpu_compile_time.py                         # the default only
-    python benchmarks/tpu_compile_time.py --flags "" "--xla_jf_llvm_use_fast_opt=true"
-    python benchmarks/tpu_compile_time.py --spec 1,4,2,1,1 --shape 1,64,64,64,1
+    python benchmarks/tpu_compile_time.py --flag=--xla_jf_llvm_use_fast_opt=true
+    python benchmarks/tpu_compile_time.py --spec 1,2,1,1,1 --shape 1,32,32,32,1
 
 Each row is a compile of minutes on a 2-core machine; run it on a quiet one.
 """
@@ -42,10 +42,11 @@ def compile_once(flags, shape, spec, cores, generation):
 
     with tempfile.TemporaryDirectory() as folder:
         log = os.path.join(folder, "compiler.log")
-        saved = {k: os.environ.get(k) for k in
-                 ("LIBTPU_INIT_ARGS", tpu_compile.LOG_ENV, "SPATIAL_TF_COMPILE_CACHE")}
-        os.environ.update({"LIBTPU_INIT_ARGS": f"{STATS} {flags}".strip(),
-                           tpu_compile.LOG_ENV: log, "SPATIAL_TF_COMPILE_CACHE": "off"})
+        settings = {"LIBTPU_INIT_ARGS": f"{STATS} {flags}".strip(), tpu_compile.LOG_ENV: log,
+                    "SPATIAL_TF_COMPILE_CACHE": "off",  # libtpu's info lines carry the stats
+                    "TPU_MIN_LOG_LEVEL": "0", "TPU_STDERR_LOG_LEVEL": "0"}
+        saved = {k: os.environ.get(k) for k in settings}
+        os.environ.update(settings)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         try:
@@ -67,9 +68,9 @@ def compile_once(flags, shape, spec, cores, generation):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--flags", nargs="*", default=[""],
-                        help="LIBTPU_INIT_ARGS settings to compare, one per row ('' for "
-                             "the default)")
+    parser.add_argument("--flag", action="append", default=[], metavar="=SETTING",
+                        help="a LIBTPU_INIT_ARGS setting to compare with the default, one "
+                             "row each (give it as --flag=--xla_...=value)")
     parser.add_argument("--shape", default="1,128,128,128,1")
     parser.add_argument("--spec", default="1,8,1,1,1")
     parser.add_argument("--generation", default="v5e")
@@ -88,7 +89,7 @@ def main(argv=None):
     for count in spec:
         cores *= count
     rows = []
-    for flags in args.flags:
+    for flags in [""] + args.flag:
         r = compile_once(flags, shape, spec, cores, args.generation)
         rows.append([r["flags"], f"{r['seconds']:.1f}", f"{r['cpu']:.1f}",
                      "?" if r["hlo"] is None else f"{r['hlo']:.2f}",
