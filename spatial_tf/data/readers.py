@@ -5,10 +5,9 @@ NIfTI is the format public CT sets use; reading it needs ``nibabel``
 whatever its affine (``to_ras``: array axis 0 runs to the patient's right, 1 to anterior,
 2 to superior, so axis 2 indexes axial slices), and its shape and voxel spacing are given
 in that order; ``from_ras`` puts an array back in the file's own voxel order, to write it
-with the file's affine. ``volume_dataset`` turns (image, label) file
-pairs into unbatched ``(image, labels)`` examples with static shapes, checking every
-file before any device time (resampled to a voxel spacing with ``spacing=``, from each
-image's header: ``voxel_spacing``).
+with the file's affine (``stored_shape`` and ``file_axes`` give a file's own order).
+``spatial_tf.data.volume_dataset`` (``checking``) turns (image, label) file pairs into
+a dataset, reading every file once when it is made.
 
 >>> import numpy as np, os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "labels.npy")
@@ -22,10 +21,10 @@ import math
 import os
 
 import numpy as np
-import tensorflow as tf
 
-__all__ = ["read_volume", "read_labels", "write_volume", "load_example", "volume_dataset", "finite",
-           "volume_shape", "voxel_spacing", "to_ras", "from_ras", "nifti_space", "EXTENSIONS"]
+__all__ = ["read_volume", "read_labels", "write_volume", "load_example", "finite",
+           "volume_shape", "voxel_spacing", "to_ras", "from_ras", "nifti_space", "EXTENSIONS",
+           "stored_shape", "file_axes", "in_file_order", "labels_of", "shapes_compared"]
 
 EXTENSIONS = (".nii.gz", ".nii", ".npy")
 
@@ -168,6 +167,48 @@ def _ras_shape(scan):
     return tuple(shape[a] for a in _ras_axes(scan.affine)) + shape[3:]
 
 
+def file_axes(path: Union[str, os.PathLike]) -> Tuple[int, int, int]:
+    """The file's own axis behind each axis of the array ``read_volume`` gives:
+    ``(0, 1, 2)``, except for a NIfTI file whose affine stores its axes in another order
+    than RAS+ (read from the header only).
+
+    >>> import nibabel, numpy as np, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "lsp.nii")
+    >>> lsp = [[-1, 0, 0, 0], [0, 0, -1, 0], [0, 1, 0, 0], [0, 0, 0, 1]]
+    >>> nibabel.save(nibabel.Nifti1Image(np.zeros((40, 48, 36), np.float32), np.array(lsp)), path)
+    >>> file_axes(path), volume_shape(path), stored_shape(path)
+    ((0, 2, 1), (40, 36, 48), (40, 48, 36))
+    """
+    path = os.fspath(path)
+    kind = _kind(path)
+    if kind not in (".nii", ".nii.gz"):
+        return (0, 1, 2)
+    return _reading(path, kind, None, lambda scan: tuple(_ras_axes(scan.affine)))
+
+
+def in_file_order(shape: Sequence[int], axes: Sequence[int]) -> Tuple[int, ...]:
+    """``shape``, in the order ``read_volume`` gives a volume, in the file's own axis
+    order, given the file's ``file_axes``; axes after the third are kept.
+
+    >>> in_file_order((40, 36, 48), (0, 2, 1)), in_file_order((4, 5, 6, 2), (1, 2, 0))
+    ((40, 48, 36), (6, 4, 5, 2))
+    """
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 3:
+        return shape
+    stored = list(shape)
+    for axis, file_axis in enumerate(axes):
+        stored[file_axis] = shape[axis]
+    return tuple(stored)
+
+
+def stored_shape(path: Union[str, os.PathLike]) -> Tuple[int, ...]:
+    """The shape of the array in ``path`` in the file's own axis order (a NIfTI
+    header's, before the RAS+ reordering ``volume_shape`` and ``read_volume`` do), the
+    shape the messages about one file print."""
+    return in_file_order(volume_shape(path), file_axes(path))
+
+
 def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
     """The voxel spacing in mm of the NIfTI volume in ``path``, per array axis of the
     RAS+ ordered volume ``read_volume`` gives, from its header (``pixdim``; metres and
@@ -232,6 +273,12 @@ def read_volume(path: Union[str, os.PathLike], *,
       FileNotFoundError: no such file. ValueError: unknown format, a corrupt file, or
       NaN / infinite voxels without ``nonfinite``.
     """
+    return _read(path, nonfinite)
+
+
+def _read(path, nonfinite, notice=True):
+    """``read_volume``; ``notice=False``: replace non-finite voxels without a word (a
+    file ``check_volumes`` read before, which said so once)."""
     path = os.fspath(path)
     kind = _kind(path)
     if kind == DICOM:
@@ -239,12 +286,14 @@ def read_volume(path: Union[str, os.PathLike], *,
     else:
         volume = _reading(path, kind, lambda: np.load(path, allow_pickle=False),
                           lambda scan: to_ras(scan.get_fdata(dtype=np.float32), scan.affine))
-    return finite(volume, path, nonfinite)
+    return finite(volume, path, nonfinite, notice=notice)
 
 
-def finite(volume: np.ndarray, path: str, nonfinite: Optional[float] = None) -> np.ndarray:
+def finite(volume: np.ndarray, path: str, nonfinite: Optional[float] = None, *,
+           notice: bool = True) -> np.ndarray:
     """``volume`` if every voxel is finite; else a ``ValueError`` naming ``path``, the
-    count and the fix, or, with ``nonfinite``, a copy with those voxels set to it."""
+    count and the fix, or, with ``nonfinite``, a copy with those voxels set to it (said
+    on the ``spatial_tf`` logger unless ``notice=False``)."""
     if not np.issubdtype(volume.dtype, np.inexact):
         return volume
     bad = ~np.isfinite(volume)
@@ -258,9 +307,10 @@ def finite(volume: np.ndarray, path: str, nonfinite: Optional[float] = None) -> 
             f"{count - nan} infinite); expected finite intensities. Fix: repair the file, or "
             f"replace them by a value you choose: read_volume(path, nonfinite=0.0), or "
             f"--nonfinite 0 on the command line.")
-    logging.getLogger("spatial_tf").warning(
-        "spatial_tf: %s: %d NaN or infinite voxels replaced by %s (--nonfinite).",
-        path, count, nonfinite)
+    if notice:
+        logging.getLogger("spatial_tf").warning(
+            "spatial_tf: %s: %d NaN or infinite voxels replaced by %s (--nonfinite).",
+            path, count, nonfinite)
     return np.where(bad, np.asarray(nonfinite, volume.dtype), volume)
 
 
@@ -334,15 +384,31 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
         whole numbers, or a label is outside ``[0, num_classes)``; the message names the
         file and the value.
     """
-    image = np.asarray(read_volume(image_path, nonfinite=nonfinite), np.float32)
+    return _load_example(image_path, label_path, num_classes, nonfinite)
+
+
+def _load_example(image_path, label_path, num_classes, nonfinite, notice=True):
+    """``load_example``; ``notice=False``: see ``_read``."""
+    image = np.asarray(_read(image_path, nonfinite, notice), np.float32)
+    return image[..., None], labels_of(label_path, image_path, image.shape, num_classes)
+
+
+def labels_of(label_path: Union[str, os.PathLike], image_path: Union[str, os.PathLike],
+              image_shape: Sequence[int], num_classes: int) -> np.ndarray:
+    """The labels in ``label_path`` of the image in ``image_path``, whose volume (as
+    ``read_volume`` gives it) has ``image_shape``: int32, in the image's voxel order,
+    checked as ``load_example`` checks them, without reading the image again. Shapes in
+    its messages are each file's own."""
     labels = read_labels(label_path)
     affine = _npy_beside_nifti(image_path, label_path)
-    shape = image.shape if affine is None else from_ras(image, affine).shape
+    shape = tuple(image_shape) if affine is None else \
+        in_file_order(image_shape, _ras_axes(affine))
     if shape != labels.shape:
+        mine, its, note = _shapes_compared(label_path, labels.shape, image_path, shape, affine)
         raise ValueError(
-            f"{os.fspath(label_path)}: label shape {labels.shape} differs from the image's "
-            f"{shape} ({os.fspath(image_path)}). Expected the same voxel grid. Fix: pair "
-            f"each image with its own label file."
+            f"{os.fspath(label_path)}: label shape {mine} differs from the image's {its} "
+            f"({os.fspath(image_path)}){note}. Expected the same voxel grid. Fix: pair each "
+            f"image with its own label file."
         )
     if affine is not None:  # the labels are in the image file's stored voxel order
         labels = to_ras(labels, affine)
@@ -355,7 +421,27 @@ def load_example(image_path: Union[str, os.PathLike], label_path: Union[str, os.
                 f"[0, {num_classes}). Fix: pass num_classes={max(high + 1, num_classes)} or remap "
                 f"the labels."
             )
-    return image[..., None], labels
+    return labels
+
+
+def _shapes_compared(label_path, labels_shape, image_path, image_shape, affine):
+    """``(labels' shape, image's shape, note)`` for a message (see ``shapes_compared``);
+    ``affine`` not None: both shapes are in the image file's order already."""
+    if affine is not None:
+        return labels_shape, image_shape, ""
+    return shapes_compared(label_path, labels_shape, image_path, image_shape)
+
+
+def shapes_compared(path: str, shape: Sequence[int], other: str,
+                    other_shape: Sequence[int]) -> Tuple[Tuple[int, ...], Tuple[int, ...], str]:
+    """``(shape, other_shape, note)`` for a message comparing two files' volumes whose
+    shapes are in the order ``read_volume`` gives them: each in its own file's axis order
+    (``file_axes``), and a note giving the shapes compared, in RAS+ voxel order, when the
+    two files store their axes in different orders (else ``""``)."""
+    axes, other_axes = file_axes(path), file_axes(other)
+    note = "" if axes == other_axes else \
+        f"; in RAS+ voxel order, as compared: {tuple(shape)} and {tuple(other_shape)}"
+    return in_file_order(shape, axes), in_file_order(other_shape, other_axes), note
 
 
 def _npy_beside_nifti(image_path, label_path):
@@ -364,65 +450,3 @@ def _npy_beside_nifti(image_path, label_path):
     if _kind(label_path) != ".npy" or _kind(image_path) not in (".nii", ".nii.gz"):
         return None
     return _nibabel().load(os.fspath(image_path)).affine
-
-
-def volume_dataset(pairs: Sequence[Tuple[Any, Any]], num_classes: int, *,
-                   same_shape: bool = True,
-                   spacing: Optional[Sequence[float]] = None,
-                   nonfinite: Optional[float] = None) -> tf.data.Dataset:
-    """Unbatched ``(image, labels)`` examples from ``[(image_path, label_path), ...]``.
-
-    Every path is checked to exist and the first pair is read when the dataset is made,
-    which fixes the (static) shapes; a later volume of another shape fails naming its
-    file. With ``same_shape=False`` volumes may differ in size (the spatial sizes are
-    unknown in the element spec): fit them to one shape with
-    ``spatial_tf.data.crop_or_pad`` or ``pad_to_shape``. Pad sizes that do not divide
-    with ``spatial_tf.data.pad_to_multiple``. With ``spacing`` (mm per axis, e.g.
-    ``(2, 2, 2)``), each pair is resampled from its image's NIfTI header spacing to it
-    (``spatial_tf.data.resample_to_spacing``: the image linearly, the labels by nearest
-    neighbour); ``.npy`` pairs, which record no spacing, are refused. An image with NaN
-    or infinite voxels fails naming its file when it is read, unless ``nonfinite`` gives
-    the value to put in their place.
-    """
-    pairs = [(os.fspath(a), os.fspath(b)) for a, b in pairs]
-    if not pairs:
-        raise ValueError("volume_dataset: pairs is empty; expected (image_path, label_path) pairs.")
-    for pair in pairs:
-        for path in pair:
-            _kind(path)
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{path}: no such file. Fix: check the path "
-                                        f"(relative paths start at {os.getcwd()}).")
-    def load(image_path, label_path):
-        image, labels = load_example(image_path, label_path, num_classes,
-                                     nonfinite=nonfinite)
-        if spacing is None:
-            return image, labels
-        from spatial_tf.data.resampling import resample_to_spacing
-
-        own = voxel_spacing(image_path)
-        return (resample_to_spacing(image[..., 0], own, spacing, order=1)[..., None],
-                resample_to_spacing(labels, own, spacing, order=0))
-
-    if spacing is not None:
-        for image_path, _ in pairs:
-            voxel_spacing(image_path)  # .npy or a header without voxel sizes: refused now
-    image, _ = load(*pairs[0])
-    shape = image.shape[:-1]
-
-    def generate():
-        for image_path, label_path in pairs:
-            image, labels = load(image_path, label_path)
-            if same_shape and labels.shape != shape:
-                raise ValueError(
-                    f"{label_path}: volume shape {labels.shape} differs from the first volume's "
-                    f"{shape} ({pairs[0][0]}). Expected one size for the dataset. Fix: pass "
-                    f"same_shape=False and fit the volumes to one shape with "
-                    f"spatial_tf.data.crop_or_pad or pad_to_shape, or resample them."
-                )
-            yield image, labels
-
-    if not same_shape:
-        shape = (None,) * len(shape)
-    return tf.data.Dataset.from_generator(generate, output_signature=(
-        tf.TensorSpec(shape + (1,), tf.float32), tf.TensorSpec(shape, tf.int32)))

@@ -25,6 +25,7 @@ reads in full and says on stderr which files it passed over and why (see
 ``spatial_tf.train.checkpoints.newest_readable``).
 """
 import os
+import re
 import sys
 from typing import Any, Optional
 
@@ -106,7 +107,7 @@ def _run(train_step, checkpointer, summaries, shown, options, start, steps):
     the last step's values and ``"step"`` (and ``"stopped": True`` when stopped)."""
     stop, last = options.stop, {"step": start}
     for step in range(start + 1, steps + 1):
-        values = {k: float(v) for k, v in train_step().items()}
+        values = _step_values(train_step, step)
         checkpointer.step.assign(step)
         summaries.scalars(step, values)
         shown.update(values)
@@ -119,6 +120,38 @@ def _run(train_step, checkpointer, summaries, shown, options, start, steps):
             last["stopped"] = True
             break
     return last
+
+
+def _step_values(train_step, step):
+    """The step's values as floats; an error the dataset's Python code raised inside the
+    step (TensorFlow wraps it in a long ``InvalidArgumentError``) as one line."""
+    try:
+        return {k: float(v) for k, v in train_step().items()}
+    except tf.errors.OpError as e:
+        raised = _python_error(e.message)
+        if raised is None:
+            raise
+        raise ValueError(f"train: step {step}: the dataset raised {raised}") from None
+
+
+def _python_error(message: str):
+    """The last ``SomeError: text`` line of a TensorFlow error ``message`` that a Python
+    function of the pipeline raised (``PyFunc``: ``Dataset.from_generator``,
+    ``tf.py_function``), or None.
+
+    >>> _python_error("Graph execution error:\\n\\nDetected at node PyFunc ...\\n"
+    ...              "ValueError: scan.nii: 2 of 8 voxels are not finite\\n\\t [[{{node PyFunc}}]]")
+    'ValueError: scan.nii: 2 of 8 voxels are not finite'
+    >>> _python_error("Graph execution error: OOM") is None
+    True
+    """
+    if "PyFunc" not in message:
+        return None
+    found = _PYTHON_ERROR.findall(message)
+    return found[-1] if found else None
+
+
+_PYTHON_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)): .+$", re.M)
 
 
 def _restore(model_dir, max_to_keep, model, optimizer, dataset):

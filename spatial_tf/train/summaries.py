@@ -14,19 +14,31 @@ __all__ = ["Summaries", "Progress", "StepLog", "default_log_every"]
 
 
 class Summaries:
-    """Scalars to ``logdir`` for TensorBoard (``tensorboard --logdir <model_dir>``)."""
+    """Scalars to ``logdir`` for TensorBoard (``tensorboard --logdir <model_dir>``). The
+    events file is made with the first scalars: a run that fails before its first step
+    leaves no file behind.
+
+    >>> import os, tempfile
+    >>> logdir = os.path.join(tempfile.mkdtemp(), "train")
+    >>> Summaries(logdir).close(); os.path.exists(logdir)
+    False
+    """
 
     def __init__(self, logdir):
-        self.writer = tf.summary.create_file_writer(os.fspath(logdir))
+        self.logdir = os.fspath(logdir)
+        self.writer = None
 
     def scalars(self, step: int, values: dict) -> None:
+        if self.writer is None:
+            self.writer = tf.summary.create_file_writer(self.logdir)
         with self.writer.as_default(step=int(step)):
             for name, value in values.items():
                 tf.summary.scalar(name, float(value))
 
     def close(self):
-        self.writer.flush()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()
 
     def __enter__(self):
         return self

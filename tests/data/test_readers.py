@@ -97,9 +97,13 @@ def test_dataset_with_volumes_of_another_size(volumes):
     write_volume(tmp / "la.npy", labels)
     write_volume(tmp / "b.npy", image[:4])
     write_volume(tmp / "lb.npy", labels[:4])
-    ds = volume_dataset([(tmp / "a.npy", tmp / "la.npy"), (tmp / "b.npy", tmp / "lb.npy")], 3)
-    with pytest.raises(Exception, match=r"lb\.npy: volume shape \(4, 5, 4\) differs from the first"):
-        list(ds)
+    with pytest.raises(ValueError) as e:   # when the dataset is made, not in a step
+        volume_dataset([(tmp / "a.npy", tmp / "la.npy"), (tmp / "b.npy", tmp / "lb.npy")], 3)
+    assert str(e.value) == (
+        f"{tmp}/b.npy: volume shape (4, 5, 4) differs from the first volume's (6, 5, 4) "
+        f"({tmp}/a.npy). Expected one size for the dataset. Fix: pass same_shape=False and fit "
+        f"the volumes to one shape with spatial_tf.data.crop_or_pad or pad_to_shape, or "
+        f"resample them.")
 
 
 @pytest.mark.parametrize("ext", [".nii", ".nii.gz", ".npy"])
@@ -152,8 +156,9 @@ def test_volume_dataset_of_volumes_of_different_sizes(tmp_path):
     ds = volume_dataset(pairs, num_classes=2, same_shape=False)
     assert ds.element_spec[0].shape.as_list() == [None, None, None, 1]
     assert [tuple(labels.shape) for _, labels in ds] == [(3, 4, 5), (6, 2, 5)]
-    with pytest.raises(Exception, match=r"volume shape \(6, 2, 5\) differs from the first"):
-        list(volume_dataset(pairs, num_classes=2))
+    with pytest.raises(ValueError, match=r"v1\.npy: volume shape \(6, 2, 5\) differs from "
+                                         r"the first volume's \(3, 4, 5\)"):
+        volume_dataset(pairs, num_classes=2)
 
 
 @pytest.mark.parametrize("ext", [".npy", ".nii.gz"])
