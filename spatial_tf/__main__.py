@@ -28,7 +28,7 @@ def _unshadow():
 
 def build_parser():
     from spatial_tf.commands import COMMANDS
-    from spatial_tf.commands.options import Parser
+    from spatial_tf.commands.options import DOCS, Parser
 
     parser = Parser(
         prog="python -m spatial_tf",
@@ -36,6 +36,8 @@ def build_parser():
             "Spatial partitioning for TensorFlow 2. Commands: " + ", ".join(COMMANDS) + ". "
             "Set SPATIAL_TF_VERBOSE=1 to see TensorFlow's and XLA's own log lines."
         ),
+        epilog=f"python -m spatial_tf COMMAND --help shows a command's options; {DOCS} in "
+               f"the spatial_tf repository explains them all.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
@@ -53,8 +55,10 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if getattr(args, "check", None):
-        args.check(args)  # checks that need several options; exits 2 like argparse
+    if getattr(args, "check", None):  # checks that need several options, before TensorFlow
+        status = args.check(args)  # exits 2 like argparse, or returns 2 having said why
+        if status:
+            return status
     try:
         return args.func(args)
     except KeyboardInterrupt:  # one line, no traceback, the shell's status for SIGINT

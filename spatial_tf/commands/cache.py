@@ -7,11 +7,10 @@ their size against the limit and the most recently used ones; ``cache clear`` em
 
 It only reads (or empties) the folder: no TensorFlow, jax or libtpu is imported.
 """
-import argparse
 import datetime
 import os
 
-from spatial_tf.commands.options import fail, positive_int
+from spatial_tf.commands.options import add_command, fail, positive_int
 
 __all__ = ["add_parser", "run"]
 
@@ -19,11 +18,11 @@ PROG = "python -m spatial_tf cache"
 KINDS = {".json": "TPU compile", ".bin": "CPU executable"}
 
 EPILOG = """\
-The folder is SPATIAL_TF_COMPILE_CACHE (default ~/.cache/spatial_tf/compiles; off
-turns the cache off). Its limit is SPATIAL_TF_COMPILE_CACHE_LIMIT: a size such as
-2GiB or 500MB, or bytes (default 4GiB; 0 or off for no limit). After each new
-result is stored, the least recently used ones are removed until the rest fit.
-A cleared result is compiled again when it is next needed.
+The folder is SPATIAL_TF_COMPILE_CACHE (default ~/.cache/spatial_tf/compiles;
+off turns the cache off). Its limit is SPATIAL_TF_COMPILE_CACHE_LIMIT: a size
+such as 2GiB or 500MB, or bytes (default 4GiB; 0 or off for no limit). After
+each new result is stored, the least recently used ones are removed until the
+rest fit. A cleared result is compiled again when it is next needed.
 
 examples:
   python -m spatial_tf cache
@@ -32,12 +31,13 @@ examples:
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser(
-        "cache", help="list or clear the compile cache (TPU compiles, CPU executables)",
+    p = add_command(
+        subparsers, "cache", help="list or clear the compile cache (TPU compiles, CPU "
+                                  "executables)",
         description="Show the compile cache: its folder, how many compile results it\n"
                     "holds, their total size against the limit, and the most recently\n"
                     "used ones; or remove them all.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EPILOG)
     p.add_argument("action", nargs="?", choices=("list", "clear"), default="list",
                    help="list (default) or clear")
     p.add_argument("--sort", choices=("recent", "size"), default="recent",
@@ -80,7 +80,9 @@ def run(args):
 
 def _results(count):
     """``_results(1) == "1 compile result"``, ``_results(3) == "3 compile results"``."""
-    return f"{count} compile result{'' if count == 1 else 's'}"
+    from spatial_tf.table import plural
+
+    return plural(count, "compile result")
 
 
 def _table(found, sort, top):

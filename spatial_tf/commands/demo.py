@@ -14,7 +14,8 @@ import os
 import sys
 import tempfile
 
-from spatial_tf.commands.options import positive_int, power_of_two
+from spatial_tf.commands.options import add_command, add_cores_option, positive_int
+from spatial_tf.table import plural
 
 __all__ = ["add_parser", "run", "make_spec", "check_args"]
 
@@ -36,22 +37,20 @@ MEMORY_ROWS = (
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser(
-        "demo",
-        help="train a small 3D U-Net split over emulated cores and report it",
-        description=__doc__,
-    )
-    p.add_argument("--cores", type=power_of_two, default=8, metavar="N",
-                   help="cores per replica: 1, 2, 4, ..., 128 (default 8)")
+    p = add_command(
+        subparsers, "demo", help="train a small 3D U-Net split over emulated cores and report it",
+        description="Train a small 3D U-Net on synthetic CT-like volumes split over emulated\n"
+                    "CPU cores, then print its memory and communication per core, its parity\n"
+                    "with the unpartitioned step and its Dice, and write a slice PNG.")
+    add_cores_option(p)
     p.add_argument("--size", type=positive_int(1, MAX_SIZE), default=32, metavar="VOXELS",
-                   help="edge of the cubic volumes; a multiple of the split counts x 2 "
-                        "(default 32)")
+                   help="edge of the synthetic cubes (default 32)")
     p.add_argument("--batch", type=positive_int(1, MAX_BATCH), default=1, metavar="N",
                    help="volumes per step (default 1)")
     p.add_argument("--steps", type=positive_int(1, MAX_STEPS), default=20, metavar="N",
-                   help="training steps, at least 1 (default 20)")
+                   help="training steps (default 20)")
     p.add_argument("--png", metavar="PATH",
-                   help="where the slice PNG goes (default: a new temporary directory)")
+                   help="the slice PNG (default: in a new temporary folder)")
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
 
@@ -103,8 +102,9 @@ def run(args):
     shape = (args.size,) * 3
     ds = data.synthetic_ct_dataset(shape, num_volumes=8, num_classes=CLASSES)
     batched = ds.batch(args.batch, drop_remainder=True)
-    print(f"spatial_tf demo: 3D U-Net on {args.cores} emulated cores, CT-like "
-          f"{'x'.join(map(str, shape))} volumes, batch {args.batch}, {args.steps} steps\n")
+    print(f"spatial_tf demo: 3D U-Net on {plural(args.cores, 'emulated core')}, CT-like "
+          f"{'x'.join(map(str, shape))} volumes, batch {args.batch}, "
+          f"{plural(args.steps, 'step')}\n")
     print("spec [image, labels]:", spec, "\n")
     print(spatial_tf.summary(batched.element_spec, spec, args.cores), "\n")
 
@@ -174,7 +174,7 @@ def _show_held_out(args, model, shape, step):
     print(held_out_dice(labels, logits))
     png = args.png or os.path.join(tempfile.mkdtemp(prefix="spatial_tf_demo_"), "slice.png")
     slice_png(png, windowed.numpy()[0, ..., 0], labels[0], np.argmax(logits[0], axis=-1),
-              title=f"held-out volume after {step} steps", class_names=CLASS_NAMES)
+              title=f"held-out volume after {plural(step, 'step')}", class_names=CLASS_NAMES)
     print(f"slice PNG (input / label / prediction): {png}")
 
 
@@ -209,7 +209,7 @@ def held_out_dice(labels, logits) -> str:
     fractions = [float((labels == c).mean()) for c in range(len(per_class))]
     scores = ", ".join(f"{n} {d:.3f}" for n, d in zip(names, per_class.numpy()))
     chance = ", ".join(f"{n} {2 * p / (1 + p):.3f}" for n, p in zip(names[1:], fractions[1:]))
-    return (f"held-out Dice on {len(labels)} volumes: {scores}; chance (voxels guessed "
+    return (f"held-out Dice on {plural(len(labels), 'volume')}: {scores}; chance (voxels guessed "
             f"regardless of the image) at most {chance}")
 
 

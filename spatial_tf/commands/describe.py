@@ -1,10 +1,13 @@
 """``python -m spatial_tf describe``: plan a TPU slice's device assignment without a TPU.
 
-    python -m spatial_tf describe --slice v3-32 --cores-per-replica 8
+    python -m spatial_tf describe --slice v3-32 --cores 8
     python -m spatial_tf describe --slice v4-32 --computation-shape 2,2,2,1 --replicas 1
     python -m spatial_tf describe --list-slices
 """
-from spatial_tf.commands.options import fail, int_list, positive_int, power_of_two
+from spatial_tf.commands.options import (DEFAULT_CORES, add_command, add_cores_option,
+                                         add_renamed, fail, int_list, positive_int,
+                                         power_of_two)
+from spatial_tf.table import plural
 
 __all__ = ["add_parser", "run"]
 
@@ -12,55 +15,41 @@ PROG = "python -m spatial_tf describe"
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(
-        "describe",
+    parser = add_command(
+        subparsers, "describe",
         help="show the device assignment chosen for a named TPU slice (no TPU needed)",
-        description=(
-            "Choose a computation shape for a named TPU slice and show where every "
-            "logical core of every replica runs, which host feeds it, and batch-size "
-            "hints. Works from synthetic topologies; no TPU is needed."
-        ),
+        description="Choose a computation shape for a named TPU slice and show where every\n"
+                    "logical core of every replica runs, which host feeds it, and batch-size\n"
+                    "hints. Works from synthetic topologies; no TPU is needed.",
+        epilog="examples:\n"
+               "  python -m spatial_tf describe --slice v3-32 --cores 8\n"
+               "  python -m spatial_tf describe --slice v4-32 --computation-shape 2,2,2,1",
     )
-    parser.add_argument(
-        "--slice", metavar="NAME",
-        help="accelerator type, e.g. v3-32 or v5e-8 (see --list-slices)",
-    )
+    parser.add_argument("--slice", metavar="NAME",
+                        help="accelerator type, e.g. v3-32 or v5e-8")
     size = parser.add_mutually_exclusive_group()
-    size.add_argument(
-        "--cores-per-replica", type=power_of_two, metavar="N",
-        help="cores per replica: 1, 2, 4, ..., 128",
-    )
-    size.add_argument(
-        "--computation-shape", type=int_list(4), metavar="X,Y,Z,C",
-        help="block of cores per replica, e.g. 2,2,1,2",
-    )
-    parser.add_argument(
-        "--replicas", type=positive_int(1), metavar="N", help="default: all that fit"
-    )
-    parser.add_argument(
-        "--computation-stride", type=int_list(4), metavar="X,Y,Z,C",
-        help="default: 1,1,1,1",
-    )
-    parser.add_argument(
-        "--global-batch", type=positive_int(1), metavar="N",
-        help="check a global batch size",
-    )
-    parser.add_argument(
-        "--list-slices", action="store_true", help="list the named slices and exit"
-    )
+    add_cores_option(size, default=None)  # None: argparse refuses --cores 8 with a shape
+    add_renamed(size, "--cores-per-replica", "--cores", type=power_of_two, metavar="N")
+    size.add_argument("--computation-shape", type=int_list(4), metavar="X,Y,Z,C",
+                      help="block of cores per replica, e.g. 2,2,1,2")
+    parser.add_argument("--replicas", type=positive_int(1), metavar="N",
+                        help="replicas (default: all that fit the slice)")
+    parser.add_argument("--computation-stride", type=int_list(4), metavar="X,Y,Z,C",
+                        help="stride between replicas' blocks (default 1,1,1,1)")
+    parser.add_argument("--global-batch", type=positive_int(1), metavar="N",
+                        help="check a global batch size")
+    parser.add_argument("--list-slices", action="store_true",
+                        help="list the named slices and exit")
     parser.set_defaults(func=run)
 
 
 def run(args):
     from spatial_tf import logs
 
-    if not args.list_slices and (not args.slice or (
-            args.cores_per_replica is None and args.computation_shape is None)):
+    if not args.list_slices and not args.slice:
         return fail(  # a usage error, said before TensorFlow loads (seconds, 700 MB)
-            PROG,
-            "describe needs --slice NAME and one of --cores-per-replica N or "
-            "--computation-shape X,Y,Z,C (see --list-slices)",
-        )
+            PROG, "describe needs --slice NAME; expected a slice such as v3-8 or v5e-16 (see "
+                  "--list-slices). Fix: e.g. --slice v3-8 --cores 8")
     logs.start_tensorflow()  # its start-up lines stay hidden (SPATIAL_TF_VERBOSE=1)
     from spatial_tf import topology as topo
     from spatial_tf.table import format_table
@@ -73,7 +62,8 @@ def run(args):
         choice = topo.choose(
             topology,
             computation_shape=args.computation_shape,
-            num_cores_per_replica=args.cores_per_replica,
+            num_cores_per_replica=None if args.computation_shape else
+            args.cores or DEFAULT_CORES,
             num_replicas=args.replicas,
             computation_stride=args.computation_stride,
         )
@@ -100,11 +90,11 @@ def _header(topology, choice):
         else f"{choice.num_replicas} of {choice.max_replicas} that fit"
     )
     return "\n".join([
-        f"Slice {s.name}: {x}x{y}x{z} chips x {s.cores_per_chip} core(s) per chip = "
-        f"{s.num_cores} cores, mesh_shape {list(s.mesh_shape)}; {s.num_hosts} host(s) x "
-        f"{s.num_cores // s.num_hosts} cores",
+        f"Slice {s.name}: {x}x{y}x{z} chips x {plural(s.cores_per_chip, 'core')} per chip = "
+        f"{plural(s.num_cores, 'core')}, mesh_shape {list(s.mesh_shape)}; "
+        f"{plural(s.num_hosts, 'host')} x {plural(s.num_cores // s.num_hosts, 'core')}",
         f"computation_shape: {list(choice.computation_shape)} "
-        f"({choice.num_cores_per_replica} cores per replica)",
+        f"({plural(choice.num_cores_per_replica, 'core')} per replica)",
         f"  why: {choice.reason}",
         f"replicas: {replicas}",
     ])

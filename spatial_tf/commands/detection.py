@@ -13,6 +13,8 @@ from 10000). Training augments with flips and scale jitter (static shapes).
 import math
 import os
 
+from spatial_tf.table import plural
+
 __all__ = ["default_image_spec", "check_train_args", "record", "dataset", "build_model",
            "run_train", "run_evaluate", "run_predict", "HELD_OUT_SEED", "MAX_LEVEL"]
 
@@ -33,9 +35,11 @@ def default_image_spec(cores):
 
 def check_train_args(parser, args):
     """``train retinanet``'s checks that need several options (exit 2 like argparse)."""
-    from spatial_tf.commands.options import check_batch, resolve_cores
+    from spatial_tf.commands.options import (DEFAULT_CORES, check_batch, recorded_cores,
+                                             resolve_cores)
 
-    resolve_cores(parser, args, default_image_spec)
+    resolve_cores(parser, args, default_image_spec,
+                  recorded_cores(args.model_dir) or DEFAULT_CORES)
     shown = ",".join(map(str, args.spec))
     if len(args.spec) != 4 or args.spec[3] != 1:
         parser.error(f"argument --spec: {shown} is not allowed with retinanet; expected 4 "
@@ -64,10 +68,12 @@ def check_data_args(parser, args):
 
 
 def record(args):
-    """What ``model.json`` keeps: enough to rebuild the model and its data, and the name
-    of each class (COCO's category names, or the synthetic shapes) for pictures."""
+    """What ``model.json`` keeps: enough to rebuild the model and its data, the name of
+    each class (COCO's category names, or the synthetic shapes) for pictures, and the
+    cores it is trained on (evaluate's and predict's default ``--cores``)."""
     return {"model": "retinanet", "image_size": args.image_size, "classes": args.classes,
-            "max_boxes": args.max_boxes, "class_names": _class_names(args)}
+            "max_boxes": args.max_boxes, "class_names": _class_names(args),
+            "cores": args.cores}
 
 
 def _class_names(args):
@@ -124,9 +130,12 @@ def _check_record(prog, model_dir, rec):
     existing = volumes.read_record(model_dir)
     if existing is not None and "class_names" not in existing:  # written before names were
         rec = {k: v for k, v in rec.items() if k != "class_names"}
-    if existing is not None and existing != rec:
+    # a run may resume on other cores: the record keeps the first run's
+    rec = {k: v for k, v in rec.items() if k != "cores" or existing is None}
+    if existing is not None and {k: v for k, v in existing.items() if k != "cores"} != rec:
         diff = ", ".join(f"{k} {existing.get(k)} (asked {rec.get(k)})"
-                         for k in sorted(set(rec) | set(existing)) if existing.get(k) != rec.get(k))
+                         for k in sorted((set(rec) | set(existing)) - {"cores"})
+                         if existing.get(k) != rec.get(k))
         raise ValueError(f"argument --model-dir: {model_dir} holds another model ({diff}); "
                          f"expected the same model to resume. Fix: use another --model-dir, or "
                          f"the options recorded in {os.path.join(model_dir, volumes.MODEL_FILE)}")
@@ -243,8 +252,8 @@ def run_evaluate(args, rec, latest):
         evaluator.update({k: v.numpy() for k, v in labels.items()}, predict(images))
         count += 1
     result = evaluator.result()
-    print(f"{os.path.basename(latest)} (step {step}) on {count} held-out images, "
-          f"{rec['image_size']}x{rec['image_size']}, {args.cores} core(s):")
+    print(f"{os.path.basename(latest)} (step {step}) on {plural(count, 'held-out image')}, "
+          f"{rec['image_size']}x{rec['image_size']}, {plural(args.cores, 'core')}:")
     for key in ("mAP", "mAP@0.5", "mAP@0.75", "recall@0.5"):
         print(f"{key:>10}  {result[key]:.4f}")
     for key in sorted(k for k in result if k.startswith("AP/")):
@@ -292,7 +301,7 @@ def run_predict(args, rec, latest):
         ground_truth=labels))
     n = int(found["num_detections"][0])
     kept = [i for i in range(n) if found["scores"][0, i] >= args.score_threshold]
-    print(f"step {step}: {len(kept)} detection(s) scoring >= {args.score_threshold} "
+    print(f"step {step}: {plural(len(kept), 'detection')} scoring >= {args.score_threshold} "
           f"({n} after non-max suppression)")
     for i in kept[:20]:
         y0, x0, y1, x1 = found["boxes"][0, i]

@@ -20,8 +20,10 @@ import os
 import sys
 from typing import Callable
 
-from spatial_tf.commands.options import (add_device_option, add_modality_option,
-                                         add_nonfinite_option, positive_int, power_of_two)
+from spatial_tf.commands.options import (add_command, add_cores_option, add_device_option,
+                                         add_modality_option, add_nonfinite_option,
+                                         positive_int, trained_model_dir)
+from spatial_tf.table import plural
 from spatial_tf.commands.shared import load, restore  # noqa: F401 (kept importable from here)
 
 __all__ = ["add_parser", "run", "restore", "load", "run_for_model"]
@@ -30,23 +32,24 @@ PROG = "python -m spatial_tf evaluate"
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser("evaluate", help="Dice per class (unet3d) or COCO mAP "
-                              "(retinanet) on held-out data", description=__doc__)
+    p = add_command(
+        subparsers, "evaluate", help="Dice per class (unet3d) or COCO mAP (retinanet) on "
+                                     "held-out data",
+        description="Dice per class of a trained 3D U-Net on held-out volumes, or COCO mAP of\n"
+                    "a trained detector on held-out images, split over --cores of a TPU, or of\n"
+                    "the CPU emulator without one (--cores 1 here: unpartitioned).")
     p.add_argument("--model-dir", required=True, metavar="DIR", help="a train --model-dir")
     p.add_argument("--data", metavar="PATH",
-                   help="unet3d: volume pairs directory or TFRecord file; retinanet: COCO "
-                        "images directory, with --annotations (default: held-out synthetic)")
+                   help="volume pairs or COCO images (default: synthetic)")
     p.add_argument("--annotations", metavar="FILE",
-                   help="retinanet: the COCO instances JSON of the --data images")
+                   help="retinanet: COCO instances JSON of --data")
     p.add_argument("--volumes", type=positive_int(1, 10**6), default=4, metavar="N",
                    help="synthetic held-out volumes or images (default 4)")
-    p.add_argument("--cores", type=power_of_two, default=1, metavar="N",
-                   help="cores per replica to evaluate on (default 1: unpartitioned)")
-    add_device_option(p, one_core="; --cores 1 runs unpartitioned on this machine unless "
-                                  "--device tpu")
+    add_cores_option(p, trained=1)
+    add_device_option(p)
     add_modality_option(p)
     add_nonfinite_option(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check=lambda args: trained_model_dir(PROG, args))
     return p
 
 
@@ -105,14 +108,16 @@ def _run_unet3d(args, record, latest):
 
     grid = default_spec(args.cores)
     spacing = record["spacing"] if args.data is not None else None  # synthetic: model's grid
-    try:
-        sizes = [tuple(record["shape"])] if args.data is None else \
-            sizing.volume_sizes(args.data, record["classes"], spacing)
+    try:  # every file read once and checked before any work
+        found = sizing.Scan([tuple(record["shape"])], [sizing.RAS_AXES]) if args.data is None \
+            else sizing.scan(args.data, record["classes"], spacing, args.nonfinite,
+                             trained=True)
+        sizes = found.sizes
         shape = sizing.eval_shape(sizes, grid, record["depth"], trained=record["shape"])
         ds = volumes.padded_examples(
             volumes.source(args.data, record["shape"], record["classes"],
                            seed=volumes.HELD_OUT_SEED, num_volumes=args.volumes,
-                           spacing=spacing, nonfinite=args.nonfinite),
+                           spacing=spacing, nonfinite=args.nonfinite, shapes=sizes),
             shape, record["modality"])
         partitioned = args.cores > 1 or args.device == "tpu"
         strategy = strategy_for(PROG, args, args.cores) if partitioned else None
@@ -126,15 +131,17 @@ def _run_unet3d(args, record, latest):
     spec = [grid, grid[:4], grid[:4]] if partitioned else None
     if spacing is None:
         step, per_volume = _dice(strategy, spec, record, latest, ds, shape)
-        how = sizing.describe(sizes, shape)
+        how = sizing.describe(sizes, shape, found.axes)
     else:
         step, masks = _dice(strategy, spec, record, latest, ds, shape, predict=True)
         per_volume = _dice_on_own_grids(masks, volumes.pair_files(args.data), sizes,
                                         record["classes"])
         how = (f"resampled to {'x'.join(f'{s:g}' for s in spacing)} mm "
-               f"({sizing.describe(sizes, shape)}), Dice on each volume's own grid")
+               f"({sizing.describe(sizes, shape, found.axes)}), Dice on each volume's own "
+               f"grid")
     per_class = np.nanmean(per_volume, axis=0)
-    print(f"{os.path.basename(latest)} (step {step}) on {len(per_volume)} held-out volumes, "
+    print(f"{os.path.basename(latest)} (step {step}) on "
+          f"{plural(len(per_volume), 'held-out volume')}, "
           f"{how}, on {where(strategy)}:")
     print("class  Dice")
     for k, v in enumerate(per_class):

@@ -20,7 +20,9 @@ from spatial_tf.checks import CORE_COUNTS  # kept importable from here
 __all__ = ["Parser", "positive_int", "power_of_two", "int_list", "momentum", "CORE_COUNTS",
            "spacing", "add_unet_options", "add_modality_option", "check_batch", "DTYPE_POLICIES",
            "UNET_PRESETS", "MODALITIES", "DEFAULT_BN_MOMENTUM", "resolve_unet_preset",
-           "DEVICES", "add_device_option", "resolve_cores"]
+           "DEVICES", "add_device_option", "resolve_cores", "DEFAULT_CORES", "HelpFormatter",
+           "add_command", "add_renamed", "budget", "add_cores_option", "recorded_cores",
+           "trained_model_dir", "DOCS"]
 
 # the unet3d training command's --dtype-policy choices (Keras dtype policy names)
 DTYPE_POLICIES = ("float32", "mixed_bfloat16")
@@ -35,12 +37,133 @@ DEVICES = ("auto", "tpu", "cpu")
 # --bn-momentum of a new model dir: batch norm's moving statistics follow a run of a few
 # hundred steps (Keras' 0.99 lags so far behind that evaluation disagrees with training)
 DEFAULT_BN_MOMENTUM = 0.9
+# --cores of every command where no model dir records the cores its model was trained
+# on (demo, describe, plan, a new train); train resuming, evaluate and predict take the
+# recorded ones (evaluate and predict: 1, unpartitioned, for a model dir from before the
+# record had them, as they did then)
+DEFAULT_CORES = 8
+# where each command's long explanations are: DOCS#<command>
+DOCS = "docs/cli.md"
+
 
 class Parser(argparse.ArgumentParser):
     """``ArgumentParser`` whose errors are one line on stderr (exit status 2)."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written; option help in a column from 26, so that the
+    options of every command fit on one line each."""
+
+    def __init__(self, prog):
+        super().__init__(prog, max_help_position=26)
+
+
+def add_command(subparsers, name, help, description, epilog="", **kwargs):
+    """A command's parser: its one-line ``help``, a short ``description`` (plain text,
+    lines as written), ``epilog`` and where its details are (``DOCS#name``)."""
+    details = f"Details and examples: {DOCS}#{name} in the spatial_tf repository."
+    return subparsers.add_parser(name, help=help, description=description,
+                                 epilog=f"{epilog}\n\n{details}" if epilog else details,
+                                 formatter_class=HelpFormatter, **kwargs)
+
+
+class _Renamed(argparse.Action):
+    """An option's old name: stored as the new one, with a one-line note on stderr."""
+
+    def __init__(self, option_strings, dest, new, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: {option_string} is now called {self.new}; the old name "
+              f"still works in this release only", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed(parser, old, new, **kwargs):
+    """Accept ``old``, the name option ``new`` had before, for one release: it sets the
+    same value, is not shown in ``--help`` and says its new name on stderr."""
+    dest = new.lstrip("-").replace("-", "_")
+    parser.add_argument(old, dest=dest, action=_Renamed, new=new, help=argparse.SUPPRESS,
+                        **kwargs)
+
+
+def add_cores_option(parser, trained=None, **kwargs):
+    """``--cores N``: cores per replica, 1 to 128. Default ``DEFAULT_CORES``; with
+    ``trained`` (the count for a model dir that records none), the model dir's
+    (``resolve_cores``, ``trained_model_dir``), so the default here is None."""
+    text = (f"cores per replica (default: as trained, else {trained})" if trained else
+            f"cores per replica: 1, 2, 4, ..., 128 (default {DEFAULT_CORES})")
+    kwargs.setdefault("default", None if trained else DEFAULT_CORES)
+    parser.add_argument("--cores", type=power_of_two, metavar="N", help=text, **kwargs)
+
+
+def recorded_cores(model_dir):
+    """The cores per replica ``model_dir``'s model was trained on, as its ``model.json``
+    records them; None when there is none, it is older than the record or unreadable
+    (the command says what is wrong with it)."""
+    from spatial_tf.commands.volumes import read_record
+
+    try:
+        record = read_record(model_dir)
+    except (ValueError, OSError):
+        return None
+    cores = record.get("cores") if isinstance(record, dict) else None
+    return cores if cores in CORE_COUNTS else None
+
+
+def trained_model_dir(prog, args):
+    """evaluate's and predict's ``--model-dir`` check before TensorFlow loads: 2 after one
+    line (``fail``) when it holds no ``model.json`` or a broken one; else a left-out
+    ``--cores`` becomes the cores it was trained on (1, unpartitioned as before, for a
+    record from before they were recorded) and None is returned.
+
+    >>> trained_model_dir("evaluate", argparse.Namespace(cores=1, model_dir="no/such/dir"))
+    2
+    """
+    from spatial_tf.commands.shared import model_dir_problem
+
+    problem = model_dir_problem(args.model_dir)
+    if problem:
+        return fail(prog, problem)
+    if args.cores is None:
+        args.cores = recorded_cores(args.model_dir) or 1
+    return None
+
+
+def budget(text: str) -> str:
+    """A ``--budget``: a TPU generation or slice, a size or bytes, checked from the
+    generation table and the size units, so that a bad one stops before TensorFlow loads
+    (``spatial_tf.planning.parse_budget`` reads it afterwards).
+
+    >>> budget("v3-8"), budget("16GiB")
+    ('v3-8', '16GiB')
+    """
+    from spatial_tf.table import parse_size
+    from spatial_tf.tpu_generations import generation, names
+
+    try:
+        size = parse_size(text)
+    except ValueError as e:  # a number with a unit that is none
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; {e}, e.g. 16GiB") from None
+    if size is None:
+        try:
+            generation(text)
+            return text
+        except ValueError:
+            pass
+    elif size > 0:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not allowed; expected a TPU generation or slice ({names()}; e.g. v3 "
+        f"or v3-8), a positive size such as 16GiB or 512MiB, or a number of bytes. Fix: "
+        f"e.g. --budget v5e")
+
+
+budget.__name__ = "budget"
 
 
 def _int(text):
@@ -142,61 +265,41 @@ def int_list(length, example=None):
 
 
 def add_unet_options(parser, training=False):
-    """``--classes``, ``--depth``, ``--filters``: the 3D U-Net's options (train, plan);
-    with ``training``, ``--dtype-policy`` too."""
+    """``--classes``, ``--depth``, ``--filters`` and ``--preset``: the 3D U-Net's options
+    (train, plan; ``resolve_unet_preset`` fills the left-out ones); with ``training``,
+    ``--dtype-policy`` too."""
     parser.add_argument("--classes", type=positive_int(2, 256), default=3, metavar="N",
                         help="classes, background included (default 3)")
-    by_preset = ", or the --preset's" if training else ""
-    parser.add_argument("--depth", type=positive_int(1, 8), default=None if training else 3,
-                        metavar="N", help=f"U-Net levels (default 3{by_preset})")
-    parser.add_argument("--filters", type=positive_int(1, 1024),
-                        default=None if training else 8, metavar="N",
-                        help=f"filters of the first level, doubled per level (default "
-                             f"8{by_preset})")
+    parser.add_argument("--depth", type=positive_int(1, 8), metavar="N",
+                        help="unet3d: levels (default 3, or --preset's)")
+    parser.add_argument("--filters", type=positive_int(1, 1024), metavar="N",
+                        help="unet3d: level-1 filters (default 8, or --preset's)")
+    parser.add_argument("--preset", choices=[p for p in UNET_PRESETS if p], metavar="NAME",
+                        help="unet3d: model_garden (Model Garden's U-Net)")
     if training:
-        parser.add_argument("--preset", choices=[p for p in UNET_PRESETS if p], metavar="NAME",
-                            help="unet3d: a published configuration instead of spatial_tf's "
-                                 "U-Net: model_garden (Model Garden's volumetric 3D U-Net: "
-                                 "4 levels, 32 filters; --depth and --filters override them)")
         parser.add_argument("--dtype-policy", choices=DTYPE_POLICIES, metavar="POLICY",
-                            help="unet3d: Keras dtype policy of the layers (logits stay "
-                                 "float32): float32 or mixed_bfloat16 (float32 variables, "
-                                 "bfloat16 compute). Default: the one the --model-dir was "
-                                 "trained with, else mixed_bfloat16 on TPU, float32 elsewhere")
+                            help="unet3d: float32, or mixed_bfloat16 (default on TPU)")
 
 
 def add_modality_option(parser: argparse.ArgumentParser, training: bool = False) -> None:
     """``--modality``: how volume intensities are scaled (train records it; evaluate and
     predict take the recorded one and refuse another)."""
-    if training:
-        text = ("unet3d: how volume intensities are scaled: ct (Hounsfield units, abdominal "
-                "window -160 to 240 scaled to [0, 1]; the default), mr (each volume's 1st to "
-                "99th percentile scaled to [0, 1], clipped outside) or other (as they are). "
-                "Recorded in model.json; evaluate and predict reuse it")
-    else:
-        text = ("unet3d: the --modality the model was trained with (default: the one "
-                "MODEL_DIR/model.json records; another one is refused)")
+    text = ("unet3d: intensity scaling: ct (default), mr, other" if training else
+            "unet3d: as trained (default; another is refused)")
     parser.add_argument("--modality", choices=MODALITIES, metavar="ct|mr|other", help=text)
 
 
-def add_device_option(parser: argparse.ArgumentParser, one_core: str = "") -> None:
-    """``--device auto|tpu|cpu``: where the steps run (train, evaluate, predict);
-    ``one_core`` says what ``--cores 1`` does when it differs."""
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """``--device auto|tpu|cpu``: where the steps run (train, evaluate, predict)."""
     parser.add_argument("--device", choices=DEVICES, default="auto", metavar="auto|tpu|cpu",
-                        help="where the steps run: auto (the default) uses a TPU when one is "
-                             "found, else the CPU emulator, saying so in one line on stderr; "
-                             "tpu stops with an error when there is none; cpu runs on the "
-                             "CPU emulator without that line. --cores says how many cores, "
-                             f"not which device{one_core}")
+                        help="auto (default): a TPU if found, else CPU emulator")
 
 
 def add_nonfinite_option(parser: argparse.ArgumentParser) -> None:
     """``--nonfinite VALUE``: what NaN or infinite voxels of an input volume become
     (default: such a volume is refused, naming the file and the count)."""
     parser.add_argument("--nonfinite", type=float, metavar="VALUE",
-                        help="unet3d: replace NaN or infinite voxels of the input volumes by "
-                             "VALUE, saying how many (default: refuse such a volume, naming "
-                             "the file)")
+                        help="unet3d: value for NaN/inf voxels (default: refuse)")
 
 
 def resolve_unet_preset(args):
@@ -211,7 +314,7 @@ def resolve_unet_preset(args):
     args.filters = filters if args.filters is None else args.filters
 
 
-def resolve_cores(parser, args, default_spec, default_cores=8):
+def resolve_cores(parser, args, default_spec, default_cores=DEFAULT_CORES):
     """Fill ``--cores`` and ``--spec`` left out: ``--spec`` alone sets ``--cores`` to its
     product, ``--cores`` alone (or neither: ``default_cores``) sets ``--spec`` to
     ``default_spec(cores)``. Given both, their product must agree; a product that is no

@@ -1,32 +1,28 @@
-"""``python -m spatial_tf plan --model unet3d --shape 1,128,128,128,1 --cores 8 --budget v3``
+"""``python -m spatial_tf plan --shape 1,128,128,128,1 --cores 8 --budget v3``: which spec
+fits the per-core memory budget with the least communication, and how fast it steps.
 
-Compiles the model's train step for every candidate spec on the CPU emulator and prints
-them ranked: fits the per-core budget, then least halo + resharding bytes. Volumes
-larger than 64^3 are predicted from compiles at smaller cubes (``--fit-sizes``).
-``--max-size`` adds the largest cube that fits the budget on these cores; ``--plot``
-writes per-core memory against the budget and the communication of each candidate.
-With libtpu installed and a TPU generation as ``--budget``, XLA's TPU compiler compiles
-every candidate at ``--shape`` itself, decides the fit and predicts each step's time, and
-the fitting candidates are ranked by it; ``--max-size`` and ``--fewest-cores`` are then
-searched by TPU compiles. Several core counts (``--cores 1,2,4,8``) give each count's
-fastest fitting spec, its step time and examples per second (``--price``: the cost per
-1,000 examples; ``--plot``: step time against cores).
+Compiles the model's train step for every candidate spec on the CPU emulator (or, with
+libtpu and a TPU generation as ``--budget``, with XLA's TPU compiler) and ranks them;
+``--max-size``, ``--fewest-cores`` and several ``--cores`` search further. Details:
+docs/cli.md#plan and docs/guide-planning.md.
 """
 import argparse
 import math
 import sys
 
-from spatial_tf.commands.options import add_unet_options, positive_int, power_of_two
-from spatial_tf.tpu_generations import names
+from spatial_tf.commands.options import (add_command, add_unet_options, budget, positive_int,
+                                         power_of_two, resolve_unet_preset)
+from spatial_tf.table import plural
 
 __all__ = ["add_parser", "run", "shape_list", "MODELS"]
 
 MODELS = ("unet3d",)
 EPILOG = """\
-Exit status: 0 when a candidate fits --budget (and --max-size and --fewest-cores
-found an answer), or with no --budget; 1 when no candidate fits (or a search found
-no cube or core count that fits) or --timeout ended the compiles first; 2 for a usage
-error; 130 after Ctrl-C (the rows compiled by then are printed)."""
+Exit status: 0 when a candidate fits --budget (and --max-size and
+--fewest-cores found an answer), or with no --budget; 1 when no candidate fits
+(or a search found no cube or core count that fits) or --timeout ended the
+compiles first; 2 for a usage error; 130 after Ctrl-C (the rows compiled by
+then are printed)."""
 AUTO_FIT_VOXELS = 64**3  # above this, --fit-sizes defaults to DEFAULT_FIT_SIZES
 DEFAULT_FIT_SIZES = (32, 48, 64)
 
@@ -80,57 +76,51 @@ core_counts.__name__ = "cores"
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser("plan", help="which spec fits the per-core memory budget with "
-                                           "the least communication", description=__doc__,
-                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(
+        subparsers, "plan", help="which spec fits the per-core memory budget with the least "
+                                 "communication",
+        description="Compile the model's train step for every candidate spec and rank them:\n"
+                    "fits --budget per core, then least halo and resharding bytes (or, by the\n"
+                    "TPU compiler, fastest step). Sizes above 64^3 are fit from smaller ones.",
+        usage="python -m spatial_tf plan --shape B,D,H,W,C [options]", epilog=EPILOG)
     p.add_argument("--model", choices=MODELS, default="unet3d", help="the model (default unet3d)")
+    add_unet_options(p)
     p.add_argument("--shape", type=shape_list, required=True, metavar="B,D,H,W,C",
                    help="the input batch, e.g. 1,128,128,128,1")
     p.add_argument("--cores", type=core_counts, default=[8], metavar="N[,N...]",
-                   help="cores per replica: 1, 2, 4, ..., 128 (default 8); several, e.g. "
-                        "1,2,4,8: the fastest fitting spec on each (needs the TPU compiler)")
-    p.add_argument("--price", type=float, metavar="PER_CHIP_HOUR",
-                   help="price of one chip for an hour: adds the cost per 1,000 examples to "
-                        "the table of several core counts")
-    p.add_argument("--budget", metavar="BUDGET",
-                   help=f"per-core memory: a TPU generation or slice ({names()}, e.g. "
-                        f"v3-8), a size such as 16GiB, or bytes. With libtpu installed "
-                        f"(pip install 'spatial-tf[tpu-compile]') a generation's TPU "
-                        f"compiler measures every candidate at the real size and decides "
-                        f"the fit")
+                   help="cores per replica: 1, 2, 4, ..., 128 (default 8)")
+    p.add_argument("--budget", type=budget, metavar="BUDGET",
+                   help="per-core memory: v3, v5e-8, 16GiB, bytes, ...")
     p.add_argument("--memory", choices=("tpu", "cpu"), default="tpu",
-                   help="which peak the budget checks: the TPU estimate (default) or XLA:CPU's")
+                   help="the peak --budget checks (default tpu)")
     p.add_argument("--bf16", action="store_true",
                    help="count activations as bfloat16 in the TPU estimate")
-    add_unet_options(p)
-    p.add_argument("--fit-sizes", type=_edges, default="auto", metavar="E1,E2[,...]",
-                   help=f"cube edges to compile and fit memory on, or 'none' to compile at "
-                        f"--shape (default: none up to 64^3, else "
-                        f"{','.join(map(str, DEFAULT_FIT_SIZES))})")
+    p.add_argument("--fit-sizes", type=_edges, default="auto", metavar="E1,E2",
+                   help="cube edges to fit on, or none (default: auto)")
     p.add_argument("--max-size", action="store_true",
-                   help="also print the largest cube that fits --budget on --cores (with "
-                        "the TPU compiler: searched by compiles; else predicted from the "
-                        "fit)")
+                   help="also the largest cube that fits --budget")
     p.add_argument("--fewest-cores", action="store_true",
-                   help="also print the fewest cores per replica on which the TPU "
-                        "compiler fits --shape (needs libtpu and a TPU generation as "
-                        "--budget)")
+                   help="also the fewest cores that fit (TPU compiler)")
+    p.add_argument("--price", type=float, metavar="PER_CHIP_HOUR",
+                   help="with several --cores: cost per 1,000 examples")
     p.add_argument("--plot", metavar="PNG", help="write memory and communication per candidate")
     p.add_argument("--workers", type=positive_int(1, 64), default=1, metavar="N",
-                   help="compiles at once (threads; default 1)")
+                   help="compiles at once (default 1)")
     p.add_argument("--timeout", type=positive_int(1, 10**6), metavar="SECONDS",
-                   help="stop compiling after this long and rank the candidates compiled")
+                   help="stop compiling then and rank what compiled")
     p.add_argument("--no-progress", action="store_true",
-                   help="no progress bar and no row per compile as it ends")
+                   help="no progress bar, no row per compile as it ends")
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
 
 
 def check_args(parser, args):
     """Checks that need several options (argparse-style one line, exit 2); ``--plot``
-    must be a file that can be written."""
+    must be a file that can be written. Imports no TensorFlow: a usage error is said at
+    once."""
     from spatial_tf.commands.outputs import check_file
 
+    resolve_unet_preset(args)
     if args.plot is not None:
         try:
             check_file("--plot", args.plot, example="plan.png")
@@ -182,11 +172,18 @@ def _check_scaling(parser, args, compiler):
 
 
 def _tpu_compiler_decides(args):
-    """Whether the budget names a TPU generation whose compiler is installed."""
-    from spatial_tf.emulator.compile.tpu_compile import libtpu_version
+    """Whether the budget names a TPU generation whose compiler (libtpu) is installed;
+    asked of the installed packages, as ``tpu_compile.libtpu_version`` does, without
+    importing TensorFlow."""
+    import importlib.metadata
+
     from spatial_tf.tpu_generations import generation
 
-    if args.budget is None or args.memory != "tpu" or libtpu_version() is None:
+    if args.budget is None or args.memory != "tpu":
+        return False
+    try:
+        importlib.metadata.version("libtpu")
+    except importlib.metadata.PackageNotFoundError:
         return False
     try:
         generation(args.budget)
@@ -214,7 +211,7 @@ def run(args):
 
     def model_fn(input_shape):
         return unet3d(input_shape, num_classes=args.classes, depth=args.depth,
-                      base_filters=args.filters)
+                      base_filters=args.filters, preset=args.preset)
 
     shape = tuple(args.shape)
     model = model_fn(shape[1:]) if args.fit_sizes is None else model_fn(
@@ -251,7 +248,8 @@ def run(args):
 
 
 def _model_line(args):
-    return (f"{args.model}: depth {args.depth}, {args.filters}-"
+    preset = f" ({args.preset} preset)" if args.preset else ""
+    return (f"{args.model}{preset}: depth {args.depth}, {args.filters}-"
             f"{args.filters * 2 ** (args.depth - 1)} filters, batch norm, {args.classes} "
             f"classes, Adam train step")
 
@@ -289,11 +287,11 @@ def _searches(args, planning, model, shape, budget, result, training):
     elif args.max_size:
         edge, best = result.largest_edge(multiple=2 ** (args.depth - 1))
         if best is None:
-            print(f"\nlargest cube within {budget} on {args.cores[0]} core(s): none (the fixed "
-                  f"part alone does not fit)")
+            print(f"\nlargest cube within {budget} on {plural(args.cores[0], 'core')}: none "
+                  f"(the fixed part alone does not fit)")
         else:
-            print(f"\nlargest cube within {budget} on {args.cores[0]} core(s): {edge}^3 with "
-                  f"{'[' + ','.join(map(str, best.spec)) + ']'} (predicted)")
+            print(f"\nlargest cube within {budget} on {plural(args.cores[0], 'core')}: "
+                  f"{edge}^3 with {'[' + ','.join(map(str, best.spec)) + ']'} (predicted)")
         answered = best is not None
     if args.fewest_cores:
         found = planning.search_fewest_cores(model, shape, budget.name, training=training)

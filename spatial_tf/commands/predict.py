@@ -20,9 +20,10 @@ writable; neither is an input or a file of the model dir) and written whole or n
 import os
 import sys
 
-from spatial_tf.commands.options import (add_device_option, add_modality_option,
-                                         add_nonfinite_option, positive_int, power_of_two)
-from spatial_tf.tpu_generations import names
+from spatial_tf.commands.options import (add_command, add_cores_option, add_device_option,
+                                         add_modality_option, add_nonfinite_option, budget,
+                                         positive_int, trained_model_dir)
+from spatial_tf.table import plural
 
 __all__ = ["add_parser", "run", "slice_png", "check_args"]
 
@@ -30,32 +31,28 @@ PROG = "python -m spatial_tf predict"
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser("predict", help="write a predicted mask and a slice PNG",
-                              description=__doc__)
+    p = add_command(
+        subparsers, "predict", help="write a predicted mask and a slice PNG",
+        description="Write a trained 3D U-Net's mask of one volume of any size, in the input's\n"
+                    "format, and a PNG of a slice (unet3d); or draw a detector's boxes on one\n"
+                    "image (retinanet). Outputs are checked before any work.")
     p.add_argument("--model-dir", required=True, metavar="DIR", help="a train --model-dir")
-    p.add_argument("--input", metavar="PATH", help="an image volume (.npy, .nii, .nii.gz)")
+    p.add_argument("--input", metavar="PATH",
+                   help="a volume (.npy, .nii[.gz], DICOM folder) or image")
     p.add_argument("--labels", metavar="PATH", help="its label volume, shown in the PNG")
     p.add_argument("--index", type=positive_int(0, 10**6), default=0, metavar="I",
-                   help="held-out synthetic volume without --input (default 0)")
+                   help="synthetic volume, without --input (default 0)")
     p.add_argument("--output", metavar="PATH",
-                   help="the mask (default MODEL_DIR/prediction + the input's extension)")
-    p.add_argument("--png", metavar="PATH", help="the slice PNG (default: --output's name "
-                                                 ".png; retinanet: MODEL_DIR/detections.png)")
+                   help="the mask (default MODEL_DIR/prediction.EXT)")
+    p.add_argument("--png", metavar="PATH", help="the slice PNG (default: --output's .png)")
     p.add_argument("--score-threshold", type=_fraction, default=0.3, metavar="S",
-                   help="retinanet: draw detections scoring at least S (default 0.3)")
+                   help="retinanet: lowest score drawn (default 0.3)")
     p.add_argument("--tile", type=_tile, default=None, metavar="D,H,W|trained|auto",
-                   help="unet3d: predict in overlapping tiles of this shape (or the trained "
-                        "shape, or auto: the largest cube the planner says fits --budget on "
-                        "--cores), blended with Gaussian weights, for volumes larger than one "
-                        "replica holds at once (default: the whole volume at once)")
-    p.add_argument("--cores", type=power_of_two, default=1, metavar="N",
-                   help="unet3d: cores per replica each tile (or the volume) is split over, "
-                        "TPU if present, else the emulator (default 1: unpartitioned)")
-    add_device_option(p, one_core="; --cores 1 runs unpartitioned on this machine unless "
-                                  "--device tpu")
-    p.add_argument("--budget", metavar="BUDGET",
-                   help=f"with --tile auto: memory per core, a TPU generation ({names()}) "
-                        f"or bytes (16GiB)")
+                   help="unet3d: predict in overlapping tiles (default: none)")
+    add_cores_option(p, trained=1)
+    add_device_option(p)
+    p.add_argument("--budget", type=budget, metavar="BUDGET",
+                   help="with --tile auto: per-core memory, e.g. v5e, 16GiB")
     add_modality_option(p)
     add_nonfinite_option(p)
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
@@ -71,22 +68,16 @@ def _inputs(args):
 
 
 def check_args(parser, args):
-    """``--output`` and ``--png`` can be written and replace no input (exit 2)."""
+    """``--output`` and ``--png`` can be written and replace no input (exit 2); then the
+    ``--model-dir`` (``trained_model_dir``: 2, or None)."""
     from spatial_tf.commands.outputs import check_file
 
     if args.tile == "auto" and args.budget is None:
         parser.error("argument --tile: auto needs --budget; expected e.g. --tile auto "
                      "--budget v4")
-    if args.budget is not None:
-        if args.tile != "auto":
-            parser.error("argument --budget: only used with --tile auto; expected --tile auto "
-                         f"--budget {args.budget}, or no --budget")
-        from spatial_tf.planning import parse_budget
-
-        try:
-            parse_budget(args.budget)
-        except (TypeError, ValueError) as e:
-            parser.error(f"argument --budget: {e}")
+    if args.budget is not None and args.tile != "auto":
+        parser.error("argument --budget: only used with --tile auto; expected --tile auto "
+                     f"--budget {args.budget}, or no --budget")
     try:
         if args.output is not None:
             check_file("--output", args.output, _inputs(args), example="prediction.npy")
@@ -95,6 +86,7 @@ def check_args(parser, args):
                        example="slice.png")
     except ValueError as e:
         parser.error(str(e))
+    return trained_model_dir(PROG, args)
 
 
 def slice_png(path, image, labels, prediction, title="", *, axis=0, plane=None,
@@ -206,46 +198,88 @@ def _tile_shape(tile, record, cores=1):
     return edges
 
 
-def _auto_tile(record, shape, cores, budget):
-    """The largest tile, up to ``shape``, whose train step the planner predicts to fit
-    ``budget`` per core on ``cores`` (prediction holds no gradients or optimizer state,
-    so it needs less); None when the whole volume fits."""
-    from spatial_tf import planning
+def _auto_tile(record, shape, cores, budget, order=""):
+    """The largest tile, up to ``shape``, whose train step fits ``budget`` per core on
+    ``cores`` (prediction holds no gradients or optimizer state, so it needs less): by
+    the TPU compiler where it is installed and ``budget`` names a TPU generation, else by
+    the tile-padding estimate; None when the whole volume fits. ``order``: what to say after a
+    tile's shape (``_order``)."""
     from spatial_tf.commands import volumes
-    from spatial_tf.commands.plan import DEFAULT_FIT_SIZES
     from spatial_tf.commands.shared import default_spec
     from spatial_tf.commands.sizing import multiples
 
     spec = default_spec(cores)
     step = max(multiples(spec, record["depth"]))
-    sizes = sorted({-(-e // step) * step for e in DEFAULT_FIT_SIZES})
 
     def model_fn(input_shape):
         return volumes.build_model(record, tuple(input_shape[:3]))
 
-    print(f"{PROG}: --tile auto: planning a train step of this model at {sizes} on {cores} "
-          f"core(s), budget {planning.parse_budget(budget)}", file=sys.stderr, flush=True)
+    largest = _compiled_cube if _compiler_decides(budget) else _estimated_cube
+    edge, best, basis = largest(model_fn, shape, cores, budget, spec, step)
+    if best is None or edge < step:
+        found = "none" if best is None else f"edge {edge}"
+        raise ValueError(f"argument --tile: auto found no tile of this model that fits "
+                         f"{budget} on {plural(cores, 'core')} (largest cube: {found}; the "
+                         f"split and the poolings need multiples of {step}); expected a "
+                         f"budget larger than its weights and their optimizer state. Fix: "
+                         f"more --cores, a larger --budget, or --tile D,H,W")
+    tile = tuple(min(edge, s) for s in shape)
+    chosen = ("none: the whole volume fits" if tile == tuple(shape)
+              else f"{_text(tile)} tiles{'' if len(set(tile)) == 1 else order}")
+    print(f"{PROG}: --tile auto: {chosen} (the largest cube within {budget} on "
+          f"{plural(cores, 'core')} is {edge}^3 with {list(best.spec)}, by {basis})",
+          file=sys.stderr, flush=True)
+    return None if tile == tuple(shape) else tile
+
+
+def _compiler_decides(budget):
+    """Whether ``budget`` names a TPU generation whose compiler is installed."""
+    from spatial_tf.emulator.compile.tpu_compile import libtpu_version, tpu_target
+
+    if libtpu_version() is None:
+        return False
+    try:
+        tpu_target(budget)
+    except ValueError:
+        return False
+    return True
+
+
+def _compiled_cube(model_fn, shape, cores, budget, spec, step):
+    """``(edge, candidate, basis)``: the largest cube the TPU compiler fits, searched by
+    compiles at the real size (``planning.search_largest_edge``)."""
+    from spatial_tf import planning
+
+    print(f"{PROG}: --tile auto: asking the TPU compiler for {budget} for the largest cube "
+          f"a train step of this model fits on {plural(cores, 'core')}", file=sys.stderr,
+          flush=True)
+    top = -(-max(shape) // step) * step
+    found = planning.search_largest_edge(
+        model_fn((step,) * 3 + (1,)), (1, step, step, step, 1), cores, budget, spec=spec,
+        multiple=step, high=top, training=planning.Training(model_fn=model_fn))
+    best = found.plan.recommended if found.plan is not None else None
+    return found.answer or 0, best, found.source
+
+
+def _estimated_cube(model_fn, shape, cores, budget, spec, step):
+    """``(edge, candidate, basis)``: the largest cube a fit of small compiles predicts
+    within ``budget`` (XLA:CPU's figures with TPU tile padding: an estimate)."""
+    from spatial_tf import planning
+    from spatial_tf.commands.plan import DEFAULT_FIT_SIZES
+
+    sizes = sorted({-(-e // step) * step for e in DEFAULT_FIT_SIZES})
+    print(f"{PROG}: --tile auto: planning a train step of this model at {sizes} on "
+          f"{plural(cores, 'core')}, budget {planning.parse_budget(budget)}", file=sys.stderr,
+          flush=True)
     result = planning.plan(
         model_fn((sizes[0],) * 3 + (1,)), (1,) + tuple(shape) + (1,), cores,
         planning.parse_budget(budget), specs=[spec],
         options=planning.PlanOptions(fit_sizes=sizes, progress=False),
         training=planning.Training(model_fn=model_fn))
     edge, best = result.largest_edge(multiple=step)
-    if best is None or edge < step:
-        found = "none" if best is None else f"edge {edge}"
-        raise ValueError(f"argument --tile: auto found no tile of this model that fits "
-                         f"{budget} on {cores} core(s) (largest cube: {found}; the split and "
-                         f"the poolings need multiples of {step}); expected a budget larger "
-                         f"than its weights and their optimizer state. Fix: more --cores, a "
-                         f"larger --budget, or --tile D,H,W")
-    tile = tuple(min(edge, s) for s in shape)
-    basis = "the TPU estimate" if result.memory == "tpu" else "XLA:CPU"
-    chosen = ("none: the whole volume fits" if tile == tuple(shape)
-              else f"{'x'.join(map(str, tile))} tiles")
-    print(f"{PROG}: --tile auto: {chosen} (the largest cube predicted within {budget} on "
-          f"{cores} core(s) is {edge}^3 with {list(best.spec)}, by {basis})",
-          file=sys.stderr, flush=True)
-    return None if tile == tuple(shape) else tile
+    basis = ("the tile-padding estimate (XLA:CPU's figures with TPU tiles), not the TPU "
+             "compiler" if result.memory == "tpu" else "XLA:CPU")
+    return edge, best, basis
 
 
 def _forward(args, record, shape):
@@ -295,25 +329,30 @@ def _read_input(args, record):
         return image[..., 0], labels, ".npy", (None, None, False)
     ext = _extension(args.input)
     space = (None, None, False)
-    if ext == "dicom":   # a folder of DICOM slices, read once for its volume and affine
-        from spatial_tf.data.dicom import read_dicom_series
+    try:  # each file read once: the image's notice (--nonfinite) is said once
+        if ext == "dicom":   # a folder of DICOM slices, read once for its volume and affine
+            from spatial_tf.data.dicom import read_dicom_series
 
-        series = read_dicom_series(args.input)
-        image = data.readers.finite(series.array, args.input, args.nonfinite)
-        space = (series.affine, None, False)
-    else:
-        image = np.asarray(data.read_volume(args.input, nonfinite=args.nonfinite), np.float32)
+            series = read_dicom_series(args.input)
+            image = data.readers.finite(series.array, args.input, args.nonfinite)
+            space = (series.affine, None, False)
+        else:
+            image = np.asarray(data.read_volume(args.input, nonfinite=args.nonfinite),
+                               np.float32)
+    except ValueError as e:
+        raise ValueError(f"argument --input: {e}") from None
     if image.ndim != 3:
-        raise ValueError(f"argument --input: {args.input} has shape {image.shape}; expected a "
-                         f"3D volume (depth, height, width). Fix: save one 3D volume per file "
-                         f"(e.g. drop a trailing axis of size 1 with numpy.squeeze)")
+        raise ValueError(f"argument --input: {args.input} has shape "
+                         f"{data.stored_shape(args.input)}; expected a 3D volume (depth, "
+                         f"height, width). Fix: save one 3D volume per file (e.g. drop a "
+                         f"trailing axis of size 1 with numpy.squeeze)")
     if ext not in ("dicom", ".npy"):
         space = (*data.readers.nifti_space(args.input), True)
-    labels = None
-    if args.labels is not None:
-        image, labels = data.load_example(args.input, args.labels, record["classes"],
-                                          nonfinite=args.nonfinite)
-        image = image[..., 0]
+    try:
+        labels = None if args.labels is None else \
+            data.readers.labels_of(args.labels, args.input, image.shape, record["classes"])
+    except ValueError as e:
+        raise ValueError(f"argument --labels: {e}") from None
     return image, labels, ext, space
 
 
@@ -360,6 +399,7 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
 
     from spatial_tf import data
     from spatial_tf.commands import sizing
+    from spatial_tf.commands.options import fail
     from spatial_tf.commands.outputs import write_atomically
     from spatial_tf.commands.shared import default_spec, restore
 
@@ -369,14 +409,12 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
                               trained=record["shape"])
     padded, _ = data.pad_to_shape(data.scale_intensities(seen, record["modality"])[..., None],
                                   shape)
-    from spatial_tf.commands.options import fail
-
-    if tile == "auto":
-        try:
-            tile = _auto_tile(record, shape, args.cores, args.budget)
-        except ValueError as e:
-            return fail(PROG, str(e))
+    axes = data.file_axes(args.input) if space[2] else sizing.RAS_AXES
     try:
+        if tile == "auto":
+            tile = _auto_tile(record, shape, args.cores, args.budget, _order(axes))
+        elif tile is not None:
+            _warn_large_tile(tile, seen.shape, shape, axes)
         model, forward = _forward(args, record, tile or shape)
     except ValueError as e:
         return fail(PROG, str(e))
@@ -397,15 +435,59 @@ def _predict(args, record, latest, image, labels, output, png, space, spacing=No
     write_atomically(output, lambda tmp: data.write_volume(tmp, mask, affine, header))
     slice_png(png, scaled.numpy(), labels, prediction,
               title=f"{os.path.basename(latest)} (step {step})", **_slice_view(args, record))
-    resampled = "" if spacing is None else (
-        f", predicted at {'x'.join(f'{s:g}' for s in record['spacing'])} mm "
-        f"({'x'.join(map(str, seen.shape))}) from {'x'.join(f'{s:g}' for s in spacing)} mm")
-    tiled = "" if tile is None else f", in {'x'.join(map(str, tile))} tiles"
-    if args.cores > 1:
-        tiled += f", split over {args.cores} cores"
-    print(f"wrote {output} (mask, {'x'.join(map(str, image.shape))}, classes "
-          f"{sorted(set(np.unique(prediction).tolist()))}{resampled}{tiled}) and {png}")
+    print(f"wrote {output} ({_written(args, record, mask, seen, spacing, tile, axes)}) and "
+          f"{png}")
     return 0
+
+
+def _text(values, number="{}"):
+    return "x".join(number.format(v) for v in values)
+
+
+def _order(axes):
+    """What to say after a shape in the model's voxel order (RAS+ for NIfTI) when the
+    input file stores its axes in another order."""
+    from spatial_tf.commands.sizing import RAS_AXES
+
+    return "" if tuple(axes) == RAS_AXES else " (RAS+ voxel order)"
+
+
+def _written(args, record, mask, seen, spacing, tile, axes):
+    """What ``predict`` says of the mask it wrote: its shape as written (the input
+    file's own voxel order), its classes, and how it was predicted (shapes the model
+    saw in RAS+ voxel order, said so when the file's order differs)."""
+    import numpy as np
+
+    said = f"mask, {_text(mask.shape)}, classes {sorted(set(np.unique(mask).tolist()))}"
+    if spacing is not None:
+        said += (f", predicted at {_text(record['spacing'], '{:g}')} mm ({_text(seen.shape)}) "
+                 f"from {_text(spacing, '{:g}')} mm{_order(axes)}")
+    if tile is not None:
+        cube = len(set(tile)) == 1
+        said += f", in {_text(tile)} tiles{'' if cube else _order(axes)}"
+    if args.cores > 1:
+        said += f", split over {args.cores} cores"
+    return said
+
+
+def _warn_large_tile(tile, size, shape, axes):
+    """One line on stderr when ``--tile`` is larger on some axis than the volume
+    (``size``, as the model sees it) padded to ``shape``: what happens and the fix."""
+    larger = [name for name, t, s in zip("DHW", tile, shape) if t > s]
+    if not larger:
+        return
+    from spatial_tf.data.readers import in_file_order
+
+    volume = _text(size)
+    if _order(axes):
+        volume += f" in RAS+ voxel order, {_text(in_file_order(size, axes))} in the file"
+    print(f"{PROG}: warning: --tile {','.join(map(str, tile))} is larger than the volume on "
+          f"ax{'es' if len(larger) > 1 else 'is'} {', '.join(larger)} ({volume}; "
+          f"{_text(shape)} once padded for the model), so the volume is zero-padded up to "
+          f"the tile there: more memory and time, and padding the model was not trained "
+          f"with. Fix: leave --tile out to predict the whole volume at once, or pass --tile "
+          f"{','.join(str(min(t, s)) for t, s in zip(tile, shape))} or smaller",
+          file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

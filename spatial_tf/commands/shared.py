@@ -4,7 +4,23 @@ import math
 import signal
 import sys
 
-__all__ = ["default_spec", "train_until_signal", "load", "restore", "where", "strategy_for"]
+from spatial_tf.table import plural
+
+__all__ = ["default_spec", "train_until_signal", "load", "restore", "where", "strategy_for",
+           "signal_name", "refuse_untrained", "model_dir_problem"]
+
+
+def signal_name(signum):
+    """A signal as a user knows it.
+
+    >>> signal_name(2), signal_name(15), signal_name(99)
+    ('Ctrl-C (SIGINT)', 'SIGTERM', 'signal 99')
+    """
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+    return "Ctrl-C (SIGINT)" if name == "SIGINT" else name
 
 
 def where(strategy):
@@ -21,7 +37,7 @@ def where(strategy):
     if isinstance(strategy, context.EmulatedLayout):
         return f"the CPU emulator ({strategy.num_cores_per_replica} cores per replica{several})"
     if isinstance(strategy, context.TPUStrategyLike):
-        return f"TPU ({replicas} replica(s))"
+        return f"TPU ({plural(replicas, 'replica')})"
     return "one device (unpartitioned)" if replicas == 1 else f"{replicas} devices"
 
 
@@ -98,7 +114,7 @@ def train_until_signal(args, strategy, model, optimizer, dist, describe, *, spec
         for s, h in previous.items():
             signal.signal(s, h)
     if last.get("stopped"):
-        print(f"python -m spatial_tf train: stopped by signal {stop['signal']} at step "
+        print(f"python -m spatial_tf train: stopped by {signal_name(stop['signal'])} at step "
               f"{last['step']}; checkpoint saved, run the same command to resume",
               file=sys.stderr, flush=True)
         return 130
@@ -107,6 +123,26 @@ def train_until_signal(args, strategy, model, optimizer, dist, describe, *, spec
     else:
         print(f"step {last['step']}: already trained to --steps {args.steps}")
     return 0
+
+
+def refuse_untrained(model_dir):
+    """Raise what evaluate and predict say of a ``--model-dir`` without a trained model."""
+    raise ValueError(f"argument --model-dir: {model_dir} holds no trained model (no "
+                     f"model.json and checkpoint); expected the --model-dir of python -m "
+                     f"spatial_tf train. Fix: train first or check the path")
+
+
+def model_dir_problem(model_dir):
+    """What is wrong with ``model_dir`` as a trained model's folder, found from its
+    ``model.json`` without TensorFlow (its checkpoints are read later), or None."""
+    from spatial_tf.commands import volumes
+
+    try:
+        if volumes.read_record(model_dir) is None:
+            refuse_untrained(model_dir)
+    except (ValueError, OSError) as e:
+        return str(e)
+    return None
 
 
 def load(prog, model_dir):
@@ -123,9 +159,7 @@ def load(prog, model_dir):
     except CheckpointUnreadableError as e:
         raise ValueError(f"argument --model-dir: {e}") from None
     if found is None or found.path is None:
-        raise ValueError(f"argument --model-dir: {model_dir} holds no trained model (no "
-                         f"{volumes.MODEL_FILE} and checkpoint); expected the --model-dir of "
-                         f"python -m spatial_tf train. Fix: train first or check the path")
+        refuse_untrained(model_dir)
     if found.notice():
         print(f"{prog}: {found.notice()}", file=sys.stderr, flush=True)
     return record, found.path

@@ -26,14 +26,16 @@ SIGTERM and Ctrl-C save a checkpoint of the finished step and exit with status 1
 """
 import os
 
-from spatial_tf.commands.options import (DEFAULT_BN_MOMENTUM, add_device_option,
+from spatial_tf.commands.options import (DEFAULT_BN_MOMENTUM, DEFAULT_CORES, add_command,
+                                         add_cores_option, add_device_option,
                                          add_modality_option, add_nonfinite_option,
-                                        add_unet_options, check_batch, int_list, momentum,
-                                        positive_int, power_of_two, resolve_cores,
-                                        resolve_unet_preset, spacing)
+                                         add_unet_options, check_batch, int_list, momentum,
+                                         positive_int, recorded_cores, resolve_cores,
+                                         resolve_unet_preset, spacing)
 
 from spatial_tf.commands.shared import default_spec, train_until_signal  # noqa: F401 (kept here)
 from spatial_tf.commands.volumes import RECORD_DEFAULTS  # noqa: F401 (kept importable from here)
+from spatial_tf.table import plural
 
 __all__ = ["add_parser", "run", "default_spec", "check_args", "train_until_signal"]
 
@@ -41,71 +43,51 @@ MODELS = ("unet3d", "retinanet")
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser("train", help="train a 3D U-Net or a detector split over the "
-                              "cores, resumable", description=__doc__)
-    p.add_argument("model", choices=MODELS, help="the model: unet3d (CT volumes) or retinanet "
-                                                 "(object detection on large images)")
+    p = add_command(
+        subparsers, "train", help="train a 3D U-Net or a detector split over the cores, "
+                                  "resumable",
+        usage="python -m spatial_tf train {unet3d,retinanet} --model-dir DIR [options]",
+        description="Train a 3D U-Net on volumes of any size (unet3d) or a RetinaNet-style\n"
+                    "detector on images (retinanet), split over the cores of a TPU, or of the\n"
+                    "CPU emulator without one. The same --model-dir again resumes.")
+    p.add_argument("model", choices=MODELS, help="the model")
     p.add_argument("--model-dir", required=True, metavar="DIR",
-                   help="checkpoints, summaries and model.json go here; resumes from it")
+                   help="checkpoints, model.json; the run resumes from it")
     p.add_argument("--data", metavar="PATH",
-                   help="unet3d: a directory of NAME.npy/.nii/.nii.gz with NAME_labels.* "
-                        "files, or a TFRecord file, volumes of any size (zero-padded at the "
-                        "end of each axis, the padding masked out); retinanet: a COCO images "
-                        "directory, with --annotations (default: synthetic data)")
+                   help="volume pairs or COCO images (default: synthetic)")
     p.add_argument("--annotations", metavar="FILE",
-                   help="retinanet: the COCO instances JSON of the --data images")
+                   help="retinanet: COCO instances JSON of --data")
     p.add_argument("--image-size", type=positive_int(32, 16384), default=512, metavar="PIXELS",
-                   help="retinanet: height and width of the images (COCO images are fit to "
-                        "it, aspect kept; default 512)")
+                   help="retinanet: image height and width (default 512)")
     p.add_argument("--max-boxes", type=positive_int(1, 10000), default=32, metavar="N",
-                   help="retinanet: boxes per image, padded (more: the largest kept; default 32)")
+                   help="retinanet: boxes per image (default 32)")
     p.add_argument("--size", type=positive_int(8, 1024), default=64, metavar="VOXELS",
                    help="edge of the synthetic cubes (default 64)")
-    p.add_argument("--cores", type=power_of_two, metavar="N",
-                   help="cores per replica: 1, 2, 4, ..., 128 (default: the product of "
-                        "--spec, else 8)")
+    add_cores_option(p, trained=DEFAULT_CORES)
     p.add_argument("--spec", type=int_list((5, 4)), metavar="B,D,H,W,C",
-                   help="split of the image batch, product = --cores (alone, it sets "
-                        "--cores): B,D,H,W,C for unet3d, B,H,W,C for retinanet (default: "
-                        "spatial axes split as evenly as possible, e.g. 1,2,2,2,1 or "
-                        "1,4,2,1 for 8 cores)")
+                   help="split of the batch over --cores (default: even)")
     add_device_option(p)
     p.add_argument("--replicas", type=positive_int(1, 1024), default=1, metavar="N",
                    help="replicas, each on --cores cores (default 1)")
     p.add_argument("--batch", type=positive_int(1, 4096), metavar="N",
-                   help="global batch, a multiple of --replicas (default: --replicas)")
+                   help="global batch (default: one per replica)")
     p.add_argument("--steps", type=positive_int(1, 10**7), default=200, metavar="N",
                    help="global step to train to (default 200)")
     p.add_argument("--checkpoint-every", type=positive_int(1), default=50, metavar="N",
                    help="steps between checkpoints (default 50)")
     add_unet_options(p, training=True)
     p.add_argument("--crop", type=int_list((1, 3), example="32,32,32"), metavar="D,H,W",
-                   help="unet3d with --data: train on this shape (one edge or three): a "
-                        "volume larger on an axis is cropped there at a random offset (a new "
-                        "one each time), a smaller one zero-padded at its end; each edge a "
-                        "multiple of its split count x 2^(depth-1). Default: the largest "
-                        "volume's size rounded up so, every volume padded to it")
+                   help="unet3d: random windows of this shape from --data")
     p.add_argument("--spacing", type=spacing, metavar="D,H,W",
-                   help="unet3d with NIfTI --data: resample every volume from its header's "
-                        "voxel spacing to this one, in mm per array axis (or one number for "
-                        "all three), before padding or cropping: images linearly, labels by "
-                        "nearest neighbour (scipy.ndimage). Recorded in model.json: evaluate "
-                        "and predict resample their volumes alike and the masks back to the "
-                        "input's grid. Default: volumes as they are")
+                   help="unet3d: resample NIfTI --data to this spacing (mm)")
     add_modality_option(p, training=True)
     add_nonfinite_option(p)
     p.add_argument("--bn-momentum", type=momentum, metavar="M",
-                   help=f"unet3d: batch norm's moving-average momentum (default "
-                        f"{DEFAULT_BN_MOMENTUM}, which follows a run of a few hundred steps "
-                        f"so that evaluate agrees with the progress bar; 0.99, Keras' and "
-                        f"Model Garden's, suits runs of thousands of steps). Recorded in "
-                        f"model.json; a resumed run keeps it")
+                   help=f"unet3d: batch norm momentum (default {DEFAULT_BN_MOMENTUM})")
     p.add_argument("--no-progress", action="store_true",
-                   help="no progress bar: a line every --log-every steps instead (step, "
-                        "loss, Dice or the detector's values, seconds per step)")
+                   help="a line every --log-every steps, no progress bar")
     p.add_argument("--log-every", type=positive_int(1), metavar="N",
-                   help="with --no-progress: steps between those lines (default: a tenth of "
-                        "--steps, at least 1)")
+                   help="steps between those lines (default: --steps / 10)")
     p.set_defaults(func=run, check=lambda args: check_args(p, args))
     return p
 
@@ -132,7 +114,7 @@ def check_args(parser, args):
         parser.error("argument --annotations: not allowed with unet3d; expected it only with "
                      "retinanet (COCO data)")
     resolve_unet_preset(args)
-    resolve_cores(parser, args, default_spec)
+    resolve_cores(parser, args, default_spec, recorded_cores(args.model_dir) or DEFAULT_CORES)
     if len(args.spec) != 5 or args.spec[4] != 1:
         parser.error(f"argument --spec: {','.join(map(str, args.spec))} is not allowed with "
                      f"unet3d; expected 5 split counts (B,D,H,W,C), channels unsplit (last "
@@ -178,14 +160,16 @@ def _check_crop(parser, args):
 
 def _record(args, shape, existing=None):
     """What ``model.json`` keeps; a resumed run keeps the convolution layers and the batch
-    norm (masked to the real voxels or not) it began with."""
+    norm (masked to the real voxels or not) it began with, and the cores it was first
+    trained on (evaluate's and predict's default ``--cores``; a checkpoint restores on any)."""
     conv = existing["conv"] if existing else ("keras" if args.preset else "halo")
     masked = existing["masked_bn"] if existing else not args.preset
+    cores = existing.get("cores") if existing else args.cores
     return {"model": args.model, "shape": list(shape), "classes": args.classes,
             "depth": args.depth, "filters": args.filters, "dtype_policy": args.dtype_policy,
             "preset": args.preset, "conv": conv, "masked_bn": masked,
             "modality": args.modality, "bn_momentum": args.bn_momentum,
-            "spacing": args.spacing}
+            "spacing": args.spacing, "cores": cores}
 
 
 def _existing_record(args):
@@ -240,7 +224,7 @@ def run(args):
 
     try:  # every file and option is checked before anything is written
         existing = _existing_record(args)  # a resumed run's recorded --spacing, first
-        sizes, shape = _shapes(args)
+        found, shape = _shapes(args)
         _check_same_model(args, shape, existing)
         strategy = strategy_for(prog, args, args.cores, args.replicas)
     except (ValueError, OSError, ImportError) as e:
@@ -263,37 +247,41 @@ def run(args):
         start = train.Checkpointer(args.model_dir, model=model, optimizer=optimizer).restore()
     except (train.CheckpointMismatchError, train.CheckpointUnreadableError) as e:
         return fail(prog, f"argument --model-dir: {e}")
-    distributed_dataset = _data(args, strategy, shape, spec)
+    distributed_dataset = _data(args, strategy, shape, spec, found.sizes)
     try:
         distributed_dataset(start)  # the spec is checked against the batches before training
     except ValueError as e:
         return fail(prog, f"argument --spec: {e}")
     if existing is None:
         volumes.write_record(args.model_dir, record)
-    _say_what(prog, args, strategy, spec, sizes, shape)
+    _say_what(prog, args, strategy, spec, found, shape)
     return train_until_signal(
         args, strategy, model, optimizer, distributed_dataset,
         lambda last: f"loss {last['loss']:.4f}, mean Dice {last['dice']:.3f}", spec=spec)
 
 
 def _shapes(args):
-    """``(sizes, shape)``: every volume's size (each file checked) and the training shape."""
+    """``(scan, shape)``: every volume's size (each file read once and checked:
+    ``sizing.scan``) and the training shape."""
     from spatial_tf.commands import sizing
 
-    sizes = [(args.size,) * 3] if args.data is None else \
-        sizing.volume_sizes(args.data, args.classes, args.spacing)
-    return sizes, sizing.training_shape(sizes, args.spec, args.depth, args.crop)
+    found = sizing.Scan([(args.size,) * 3], [sizing.RAS_AXES]) if args.data is None else \
+        sizing.scan(args.data, args.classes, args.spacing, args.nonfinite,
+                    progress=False if args.no_progress else None)
+    return found, sizing.training_shape(found.sizes, args.spec, args.depth, args.crop)
 
 
-def _data(args, strategy, shape, spec):
-    """``distributed_dataset(done)``: the training batches from the one after ``done`` steps."""
+def _data(args, strategy, shape, spec, sizes):
+    """``distributed_dataset(done)``: the training batches from the one after ``done``
+    steps, of the ``--data`` volumes of ``sizes`` (checked already)."""
     from spatial_tf import data
     from spatial_tf.commands import volumes
 
     def distributed_dataset(done):
         def dataset_fn(context):
             ds = volumes.source(args.data, (args.size,) * 3, args.classes,
-                                spacing=args.spacing, nonfinite=args.nonfinite).shard(
+                                spacing=args.spacing, nonfinite=args.nonfinite,
+                                shapes=sizes).shard(
                 context.num_input_pipelines, context.input_pipeline_id)
             # the pipeline is deterministic: skip the examples the first `done` steps took
             count = int(ds.cardinality())
@@ -307,16 +295,19 @@ def _data(args, strategy, shape, spec):
     return distributed_dataset
 
 
-def _say_what(prog, args, strategy, spec, sizes, shape):
+def _say_what(prog, args, strategy, spec, found, shape):
     from spatial_tf.commands.shared import where
-    from spatial_tf.commands.sizing import describe
+    from spatial_tf.commands.sizing import RAS_AXES, describe
 
     model_name = args.model + (f" ({args.preset} preset)" if args.preset else "")
-    print(f"{prog}: {model_name} {'x'.join(map(str, shape))}, {args.classes} classes, "
+    order = "" if all(tuple(a) == RAS_AXES for a in found.axes) else " (RAS+ voxel order)"
+    sizes = found.sizes
+    print(f"{prog}: {model_name} {'x'.join(map(str, shape))}{order}, {args.classes} classes, "
           f"{args.dtype_policy} on {where(strategy)}, spec {spec[:2]}, to step {args.steps} in "
           f"{args.model_dir}", flush=True)
-    what = f"--data {args.data}: {len(sizes)} volume(s)" if args.data else "synthetic CT volumes"
+    what = f"--data {args.data}: {plural(len(sizes), 'volume')}" if args.data else \
+        "synthetic CT volumes"
     if args.spacing is not None:
         what += f" resampled to {'x'.join(f'{s:g}' for s in args.spacing)} mm"
-    print(f"{prog}: {what}, {describe(sizes, shape)}; --modality {args.modality}, "
+    print(f"{prog}: {what}, {describe(sizes, shape, found.axes)}; --modality {args.modality}, "
           f"--bn-momentum {args.bn_momentum}", flush=True)

@@ -126,12 +126,15 @@ def _label_file(folder, name, stem, ext):
                      f"{expected}{also}. Fix: add it or move the image out of {folder}.")
 
 
-def source(data, shape, num_classes, seed=0, num_volumes=8, spacing=None, nonfinite=None):
+def source(data, shape, num_classes, seed=0, num_volumes=8, spacing=None, nonfinite=None,
+           shapes=None):
     """Unbatched ``(image, labels)`` as stored (raw intensities, each volume its own
     size) from ``--data``, or ``num_volumes`` synthetic CT volumes of ``shape``. With
     ``spacing`` (mm), each NIfTI pair of a ``--data`` directory is resampled to it from
     its image's header spacing; ``nonfinite`` replaces NaN or infinite image voxels
-    (otherwise such a volume is refused when read)."""
+    (otherwise such a volume is refused when read). ``shapes``: the sizes
+    ``sizing.scan`` found, whose pass read and checked every file already (the files
+    are then read without a second check, and without repeating its notices)."""
     import numpy as np
     import tensorflow as tf
 
@@ -144,12 +147,16 @@ def source(data, shape, num_classes, seed=0, num_volumes=8, spacing=None, nonfin
                                                    np.stack([p[1] for p in pairs])))
     if os.path.isdir(data):
         return stdata.volume_dataset(pair_files(data), num_classes, same_shape=False,
-                                     spacing=spacing, nonfinite=nonfinite)
+                                     spacing=spacing, nonfinite=nonfinite, shapes=shapes)
     if not os.path.isfile(data):
         raise FileNotFoundError(f"--data {data}: no such file or directory. Expected a directory "
                                 f"of volume pairs or a TFRecord file. Fix: check the path.")
     refuse_spacing(data, spacing)
-    return stdata.tfrecord_dataset([data], num_classes, same_shape=False)
+    records = stdata.tfrecord_dataset([data], num_classes, same_shape=False)
+    if nonfinite is None:
+        return records
+    return records.map(lambda image, labels: (
+        tf.where(tf.math.is_finite(image), image, tf.cast(nonfinite, image.dtype)), labels))
 
 
 def refuse_spacing(data: str, spacing: Optional[Sequence[float]]) -> None:

@@ -280,7 +280,7 @@ def test_random_crops_of_larger_volumes(tmp_path, capsys):
     model_dir = str(tmp_path / "model")
     assert main(["train", "unet3d", "--data", folder, "--model-dir", model_dir, "--cores", "2",
                  "--steps", "2", "--crop", "8,8,12"] + TINY) == 0
-    assert ("2 volume(s), up to 13x12x9, randomly cropped where larger and zero-padded at the "
+    assert ("2 volumes, up to 13x12x9, randomly cropped where larger and zero-padded at the "
             "end where smaller to 8x8x12 (padding masked out)") in capsys.readouterr().out
     from spatial_tf.commands import volumes
 
@@ -416,7 +416,7 @@ def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, c
     assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
                  "--tile", "auto", "--budget", "12MiB", "--cores", "2"]) == 0
     captured = capsys.readouterr()
-    assert ("--tile auto: planning a train step of this model at [32, 48, 64] on 2 core(s), "
+    assert ("--tile auto: planning a train step of this model at [32, 48, 64] on 2 cores, "
             "budget 12.0 MiB per core" in captured.err)
     edges = re.search(r"\(mask, 40x36x20, classes \[1\], in (\d+)x(\d+)x(\d+) tiles, split "
                       r"over 2 cores\)", captured.out)
@@ -425,16 +425,39 @@ def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, c
     # a cube (cut to the volume's padded 20 on its last axis), smaller than the volume
     assert tile[0] == tile[1] and 4 <= tile[0] < 36 and tile[0] % 4 == 0
     assert tile[2] == min(tile[0], 20)
-    assert (f"--tile auto: {'x'.join(map(str, tile))} tiles (the largest cube predicted "
-            f"within 12MiB on 2 core(s) is {tile[0]}^3 with [1, 2, 1, 1, 1]" in captured.err)
+    assert (f"--tile auto: {'x'.join(map(str, tile))} tiles (the largest cube within 12MiB "
+            f"on 2 cores is {tile[0]}^3 with [1, 2, 1, 1, 1], by the tile-padding estimate "
+            f"(XLA:CPU's figures with TPU tiles), not the TPU compiler)" in captured.err)
     np.testing.assert_array_equal(np.asarray(nib.load(output).dataobj), 1)
     # a budget the weights alone exceed: refused, nothing written
     os.remove(output)
     assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
                  "--tile", "auto", "--budget", "1KiB", "--cores", "2"]) == 2
-    assert ("argument --tile: auto found no tile of this model that fits 1KiB on 2 core(s)"
+    assert ("argument --tile: auto found no tile of this model that fits 1KiB on 2 cores"
             in capsys.readouterr().err)
     assert not os.path.exists(output)
+
+
+@pytest.mark.emulator
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile").emulator.compile
+                    .tpu_compile.libtpu_version() is None,
+                    reason="needs libtpu (XLA's TPU compiler): pip install "
+                           "'spatial-tf[tpu-compile]'")
+def test_tile_auto_asks_the_tpu_compiler_when_the_budget_is_a_generation(tmp_path, capsys):
+    image, _ = write_pair(str(tmp_path / "data"), "ct", (40, 36, 20), seed=5)
+    model_dir = forced_model_dir(str(tmp_path / "model"))
+    output = str(tmp_path / "mask.nii.gz")
+    assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
+                 "--tile", "auto", "--budget", "v5e", "--cores", "2"]) == 0
+    err = capsys.readouterr().err
+    assert ("--tile auto: asking the TPU compiler for v5e for the largest cube a train step "
+            "of this model fits on 2 cores" in err)
+    # a small U-Net: the whole volume's cube (40, rounded to the split and poolings) fits
+    assert ("--tile auto: none: the whole volume fits (the largest cube within v5e on 2 "
+            "cores is 40^3 with [1, 2, 1, 1, 1], by the TPU compiler for v5e" in err), err
+    assert "estimate" not in err
+    np.testing.assert_array_equal(np.asarray(nib.load(output).dataobj), 1)
 
 
 @pytest.mark.parametrize("options, message", [

@@ -60,16 +60,16 @@ def test_demo_refuses_bad_values_in_one_line(argv, problem):
 @pytest.mark.parametrize(
     "argv, problem",
     [
-        (["--slice", "v3-8", "--cores-per-replica", "-4"],
-         f"argument --cores-per-replica: -4 is not allowed; {POWERS} "
+        (["--slice", "v3-8", "--cores", "-4"],
+         f"argument --cores: -4 is not allowed; {POWERS} "
          f"(see python -m spatial_tf describe --help)"),
-        (["--slice", "v3-8", "--cores-per-replica", "16"],
+        (["--slice", "v3-8", "--cores", "16"],
          "v3-8 has 8 cores; num_cores_per_replica=16 does not fit. Valid values for v3-8: "
          "1, 2, 4, 8. Fix: pass one of these, or use a larger slice."),
-        (["--slice", "v3-32", "--cores-per-replica", "8", "--replicas", "0"],
+        (["--slice", "v3-32", "--cores", "8", "--replicas", "0"],
          "argument --replicas: 0 is not allowed; expected an integer >= 1 "
          "(see python -m spatial_tf describe --help)"),
-        (["--slice", "v3-32", "--cores-per-replica", "8", "--global-batch", "-8"],
+        (["--slice", "v3-32", "--cores", "8", "--global-batch", "-8"],
          "argument --global-batch: -8 is not allowed; expected an integer >= 1 "
          "(see python -m spatial_tf describe --help)"),
         (["--slice", "v3-8", "--computation-shape", "2,2,0,2"],
@@ -117,6 +117,6 @@ def test_unknown_command_exits_2():
 
 @pytest.mark.parametrize("name, canonical", [("v5e-8", "v5litepod-8"), ("V5E-4", "v5litepod-4")])
 def test_slice_names_as_cloud_tpu_docs_write_them(name, canonical):
-    result = cli("describe", "--slice", name, "--cores-per-replica", "4")
+    result = cli("describe", "--slice", name, "--cores", "4")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"Slice {canonical}: ")

@@ -77,7 +77,7 @@ def test_evaluate_falls_back_to_the_newest_readable_checkpoint(model_dir, capsys
     before = snapshot(model_dir)
     assert main(["evaluate", "--model-dir", model_dir, "--volumes", "1"]) == 0
     out, err = capsys.readouterr()
-    assert f"ckpt-{step} (step {step}) on 1 held-out volumes, 16x16x16" in out
+    assert f"ckpt-{step} (step {step}) on 1 held-out volume, 16x16x16" in out
     assert [line for line in err.splitlines() if line.startswith(EVALUATE)] == [
         notice(EVALUATE, model_dir, case)]
     assert snapshot(model_dir) == before  # nothing deleted, nothing rewritten
@@ -86,7 +86,7 @@ def test_evaluate_falls_back_to_the_newest_readable_checkpoint(model_dir, capsys
 def test_an_intact_model_dir_says_nothing(model_dir, capsys):
     assert main(["evaluate", "--model-dir", model_dir, "--volumes", "1"]) == 0
     out, err = capsys.readouterr()
-    assert "ckpt-3 (step 3) on 1 held-out volumes" in out and "readable" not in err
+    assert "ckpt-3 (step 3) on 1 held-out volume" in out and "readable" not in err
 
 
 def test_predict_falls_back_and_writes_its_outputs(model_dir, tmp_path, capsys):
@@ -201,7 +201,7 @@ def test_detection_evaluate_and_predict_fall_back(detector, tmp_path, capsys):
                f"says); using ckpt-1, the newest readable checkpoint")
     assert main(["evaluate", "--model-dir", model_dir, "--volumes", "1"]) == 0
     out, err = capsys.readouterr()
-    assert "ckpt-1 (step 1) on 1 held-out images, 64x64" in out
+    assert "ckpt-1 (step 1) on 1 held-out image, 64x64, 1 core:" in out
     assert f"{EVALUATE}: {problem}" in err.splitlines()
     png = str(tmp_path / "boxes.png")
     assert main(["predict", "--model-dir", model_dir, "--png", png]) == 0

@@ -10,17 +10,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_describe_a_pod_slice(capsys):
-    assert main(["describe", "--slice", "v3-32", "--cores-per-replica", "8",
+    assert main(["describe", "--slice", "v3-32", "--cores", "8",
                  "--global-batch", "64"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(
-        "Slice v3-32: 4x4x1 chips x 2 core(s) per chip = 32 cores, mesh_shape "
-        "[4, 4, 1, 2]; 4 host(s) x 8 cores\n"
+        "Slice v3-32: 4x4x1 chips x 2 cores per chip = 32 cores, mesh_shape "
+        "[4, 4, 1, 2]; 4 hosts x 8 cores\n"
         "computation_shape: [2, 2, 1, 2] (8 cores per replica)\n"
-        "  why: most compact block: 8 core(s) as a 2x2x1 block of chips"
+        "  why: most compact block: 8 cores as a 2x2x1 block of chips"
     )
     assert "replicas: 4 (all that fit)" in out
-    assert "4 replica(s) x 8 logical core(s) on v3-32" in out
+    assert "4 replicas x 8 logical cores on v3-32" in out
     table = out.split("TPU ordinal\n")[1].split("\n\n")[0].splitlines()[1:]
     assert len(table) == 32
     assert "  - global batch must be a multiple of 4 (num_replicas_in_sync)." in out
@@ -32,7 +32,7 @@ def test_describe_with_a_computation_shape_and_fewer_replicas(capsys):
                  "--replicas", "1"]) == 0
     out = capsys.readouterr().out
     assert "computation_shape: [2, 2, 2, 1] (8 cores per replica)" in out
-    assert "  why: requested: 8 core(s) as a 2x2x2 block of chips with one device per chip" in out
+    assert "  why: requested: 8 cores as a 2x2x2 block of chips with one device per chip" in out
     assert "replicas: 1 of 2 that fit" in out
     assert "3 of 4 hosts run no input pipeline" in out
 
@@ -49,14 +49,15 @@ def test_list_slices(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--slice", "v3-8", "--cores-per-replica", "16"],
+        (["--slice", "v3-8", "--cores", "16"],
          "python -m spatial_tf describe: error: v3-8 has 8 cores; num_cores_per_replica=16 "
          "does not fit. Valid values for v3-8: 1, 2, 4, 8. Fix: pass one of these, or use a "
          "larger slice.\n"),
-        (["--slice", "v9-8", "--cores-per-replica", "1"],
+        (["--slice", "v9-8", "--cores", "1"],
          "python -m spatial_tf describe: error: synthetic: unknown slice 'v9-8'"),
-        (["--slice", "v3-8"],
-         "python -m spatial_tf describe: error: describe needs --slice NAME and one of"),
+        (["--cores", "8"],
+         "python -m spatial_tf describe: error: describe needs --slice NAME; expected a slice "
+         "such as v3-8 or v5e-16 (see --list-slices). Fix: e.g. --slice v3-8 --cores 8\n"),
     ],
 )
 def test_bad_requests_exit_2_with_the_message(capsys, argv, message):
@@ -66,7 +67,7 @@ def test_bad_requests_exit_2_with_the_message(capsys, argv, message):
 
 def test_both_sizes_are_refused_by_the_parser(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["describe", "--slice", "v3-8", "--cores-per-replica", "8",
+        main(["describe", "--slice", "v3-8", "--cores", "8",
               "--computation-shape", "2,2,1,2"])
     assert e.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
@@ -87,7 +88,7 @@ def test_the_module_entry_point_runs_without_a_tpu():
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
         [sys.executable, "-m", "spatial_tf", "describe", "--slice", "v3-32",
-         "--cores-per-replica", "8"],
+         "--cores", "8"],
         env=env, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr
@@ -105,4 +106,4 @@ def test_a_usage_error_is_said_before_tensorflow_loads():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120)
     assert done.stdout.split() == ["2", "False"], done.stderr
-    assert "describe needs --slice NAME and one of --cores-per-replica N" in done.stderr
+    assert "describe needs --slice NAME; expected a slice such as v3-8" in done.stderr

@@ -98,7 +98,7 @@ def test_train_resamples_records_and_resumes_with_the_spacing(resampled, capsys)
 
     folder, model_dir, printed = resampled
     # 13x10x9 -> 6.5, 6.7, 7.5 -> 7x7x8; 11x12x9 -> 5.5, 8, 7.5 -> 6x8x8; padded to 8x8x8
-    assert ("2 volume(s) resampled to 3x3x3 mm, up to 7x8x8, zero-padded at the end of each "
+    assert ("2 volumes resampled to 3x3x3 mm, up to 7x8x8, zero-padded at the end of each "
             "axis to 8x8x8 (padding masked out)") in printed
     record = volumes.read_record(model_dir)
     assert (record["spacing"], record["shape"]) == ([3.0, 3.0, 3.0], [8, 8, 8])
@@ -138,7 +138,7 @@ def test_evaluate_scores_the_mask_predict_writes(resampled, tmp_path, capsys, in
     shutil.copy(labels, one)
     assert main(["evaluate", "--model-dir", model_dir, "--data", str(one), "--cores", cores]) == 0
     out = capsys.readouterr().out
-    assert (f"on 1 held-out volumes, resampled to 3x3x3 mm (of {['7x7x8', '6x8x8'][index]}, "
+    assert (f"on 1 held-out volume, resampled to 3x3x3 mm (of {['7x7x8', '6x8x8'][index]}, "
             f"zero-padded at the end of each axis to 8x8x8 (padding masked out)), Dice on each "
             f"volume's own grid") in out
     output = str(tmp_path / "mask.nii.gz")

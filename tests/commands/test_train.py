@@ -130,7 +130,7 @@ def test_the_dtype_policy_is_recorded_and_kept_on_resume(capsys, tmp_path):
     assert record == {"model": "unet3d", "shape": [16, 16, 16], "classes": 3, "depth": 2,
                       "filters": 4, "dtype_policy": "mixed_bfloat16", "preset": None,
                       "conv": "halo", "masked_bn": True, "modality": "ct",
-                      "bn_momentum": 0.9, "spacing": None}
+                      "bn_momentum": 0.9, "spacing": None, "cores": 2}
     model = volumes.build_model(record)  # as evaluate and predict build it
     assert model.get_layer("down0_conv1").compute_dtype == "bfloat16"
     assert model.get_layer("logits").compute_dtype == "float32"
@@ -217,6 +217,7 @@ def test_sigterm_saves_and_the_next_run_resumes_there(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
+    assert "train: stopped by SIGTERM at step " in err  # the signal named, not its number
     stopped = int(err.split("at step ")[1].split(";")[0])
     assert stopped >= 1
     assert os.path.isfile(os.path.join(model_dir, f"ckpt-{stopped}.index"))

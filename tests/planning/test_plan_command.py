@@ -49,10 +49,13 @@ def test_bad_options_exit_2_with_one_line(argv, message, capsys):
 
 
 def test_unparsable_budget(capsys):
-    assert main(["plan", "--shape", "1,8,8,8,1", "--cores", "2", "--depth", "1",
-                 "--budget", "lots"]) == 2
+    with pytest.raises(SystemExit) as e:  # at parsing, before TensorFlow loads
+        main(["plan", "--shape", "1,8,8,8,1", "--cores", "2", "--depth", "1",
+              "--budget", "lots"])
+    assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "python -m spatial_tf plan: error: argument --budget: budget is 'lots'; expected" in err
+    assert err.startswith("python -m spatial_tf plan: error: argument --budget: 'lots' is not "
+                          "allowed; expected a TPU generation or slice (v2, v3, ")
 
 
 @pytest.mark.slow
@@ -72,8 +75,8 @@ def test_a_small_plan_with_max_size_and_plot(tmp_path):
     assert "Recommended [1,2,1,1,1]: fits 256MiB (" in text
     assert "Ranked on CPU peak bytes." in text
     assert "Figures marked 'fit' are predicted from compiles at 8^3, 16^3" in text
-    assert "largest cube within 256.0 MiB per core on 2 core(s): " in text
-    edge = int(text.split("on 2 core(s): ")[1].split("^3")[0])
+    assert "largest cube within 256.0 MiB per core on 2 cores: " in text
+    edge = int(text.split("on 2 cores: ")[1].split("^3")[0])
     assert edge >= 16 and edge % 2 == 0
     assert png.stat().st_size > 10_000
 
