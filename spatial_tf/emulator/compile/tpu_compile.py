@@ -251,13 +251,30 @@ def strip_copies(hlo: bytes) -> bytes:
 
 
 def has_float64(hlo: bytes) -> bool:
-    """Whether any value of the program is float64 (a TPU has no float64)."""
+    """Whether any value of the program is float64 (a TPU has no float64).
+
+    A float64 scalar constant whose every use converts it to another type is not counted:
+    TensorFlow's lowering of a bilinear resize (``tf.image.resize``, Keras' ``Resizing``)
+    and of its gradient writes its 0.5 pixel offset that way in float32 models, and XLA
+    folds the conversion into a float32 constant.
+    """
     module = hlo_pb2.HloModuleProto.FromString(hlo)
+    users: dict = {}
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            for operand in instruction.operand_ids:
+                users.setdefault(operand, []).append(instruction)
 
     def f64(shape):
         return shape.element_type == xla_data_pb2.F64 or any(f64(s) for s in shape.tuple_shapes)
 
-    return any(f64(i.shape) for c in module.computations for i in c.instructions)
+    def folded(i):  # a float64 scalar constant only ever converted to another type
+        uses = users.get(i.id, [])
+        return (i.opcode == "constant" and not i.shape.dimensions and uses
+                and all(u.opcode == "convert" and not f64(u.shape) for u in uses))
+
+    return any(f64(i.shape) and not folded(i)
+               for c in module.computations for i in c.instructions)
 
 
 def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "step",
@@ -286,8 +303,9 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     version = check_compiler(name, target)
     if target.slice_cores and num_partitions * num_replicas > target.slice_cores:
         raise ValueError(
-            f"{name}: {num_replicas} replica(s) of {num_partitions} cores do not fit TPU "
-            f"{target.name}, which has {target.slice_cores} cores. Fix: a larger slice, e.g. "
+            f"{name}: {table.plural(num_replicas, 'replica')} of "
+            f"{table.plural(num_partitions, 'core')} {'does' if num_replicas == 1 else 'do'} "
+            f"not fit TPU {target.name}, which has {target.slice_cores} cores. Fix: a larger slice, e.g. "
             f"target='{target.generation.name}', or fewer cores per replica.")
     if has_float64(hlo):
         raise ValueError(
@@ -315,7 +333,8 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
         first = result["message"].splitlines()[0] if result["message"] else "(no message)"
         raise CompileError(
             f"{name}: the TPU compiler refused the step for TPU {target.name} "
-            f"({num_partitions} core(s)): {first}. Fix: the same step would fail on that TPU; "
+            f"({table.plural(num_partitions, 'core')}): {first}. Fix: the same step would fail "
+            f"on that TPU; "
             f"its metadata op_name names the TensorFlow op (the compiler's full message "
             f"follows).\n{result['message']}", function=name)
     return _program(result, target, num_partitions, version, cached, fit_only)
@@ -383,8 +402,8 @@ def _run_worker(program, request, name, target, timeout, progress, note=""):
         # the worker watches this process and ends with it (and removes the folder)
         command = [sys.executable, "-m", "spatial_tf.emulator.compile._xla_tpu", folder,
                    str(os.getpid())]
-        what = (f"{name}: compiling for TPU {target.name} ({request['num_partitions']} "
-                f"core(s)) with XLA's TPU compiler")
+        what = (f"{name}: compiling for TPU {target.name} "
+                f"({table.plural(request['num_partitions'], 'core')}) with XLA's TPU compiler")
         with log, _Progress(what, progress, note) as shown:
             worker = subprocess.Popen(command, stdout=log, stderr=log, env=env,
                                       start_new_session=True)

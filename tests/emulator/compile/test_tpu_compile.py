@@ -5,13 +5,14 @@ published full-size configurations are in benchmarks/tpu_published.py.
 """
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import spatial_tf
 from spatial_tf import planning
-from spatial_tf._tf_internals import hlo_pb2
+from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
 from spatial_tf.emulator import Emulator
 from spatial_tf.emulator.compile import compile_cache, tpu_compile
 from spatial_tf.emulator.compile.tpu_compile import (TpuCompilerUnavailable, TpuCompileTimeout,
@@ -111,6 +112,49 @@ def test_copies_are_removed_and_their_users_read_the_copied_value(emulators, ker
             assert set(instruction.operand_ids) <= ids
     assert sum(len(c.instructions) for c in after.computations) == \
         sum(len(c.instructions) for c in before.computations) - len(copies)
+
+
+FLOAT64_VARIABLE = tf.Variable([0.5, 2.0], dtype=tf.float64)
+
+
+def _resize_step(kernel):
+    """A float32 train step with Keras' Resizing and tf.image.resize (bilinear) in it:
+    TensorFlow lowers each, and its gradient, with a float64 scalar 0.5 converted to
+    float32."""
+    def resize_step(x):
+        with tf.GradientTape() as tape:
+            y = tf.nn.conv2d(spatial_tf.split(x, [1, 2, 1, 1]), kernel, 1, "SAME")
+            y = tf.image.resize(keras.layers.Resizing(8, 8)(y), (16, 16))
+            loss = tf.reduce_sum(y ** 2)
+        return tape.gradient(loss, kernel)
+
+    return resize_step
+
+
+def test_a_bilinear_resize_in_a_float32_step_is_not_float64(emulators, kernel):
+    traced = _traced(emulators(2), _resize_step(kernel), tf.ones([1, 16, 16, 1]))
+    module = hlo_pb2.HloModuleProto.FromString(traced.hlo)
+    f64 = [i for c in module.computations for i in c.instructions
+           if i.shape.element_type == xla_data_pb2.F64]
+    assert f64 and all(i.opcode == "constant" for i in f64)  # what the test is about
+    assert not tpu_compile.has_float64(traced.hlo)
+
+
+@pytest.mark.parametrize("step", [
+    lambda x: tf.cast(tf.reduce_sum(tf.cast(x, tf.float64)), tf.float32),  # f64 arithmetic
+    lambda x: (tf.reduce_sum(x), tf.constant(0.5, tf.float64)),  # an f64 constant returned
+    lambda x: tf.reduce_sum(x) * tf.cast(FLOAT64_VARIABLE[0], tf.float32),  # a parameter
+], ids=["arithmetic", "returned", "variable"])
+def test_float64_beyond_a_converted_scalar_constant_is_float64(emulators, step):
+    traced = _traced(emulators(1), step, tf.ones([4]))
+    assert tpu_compile.has_float64(traced.hlo)
+
+
+@needs_libtpu
+def test_a_step_with_bilinear_resizes_compiles_for_tpu(kernel):
+    on_tpu = Emulator(2).compile(_resize_step(kernel), (tf.ones([1, 16, 16, 1]),),
+                                 target="v5e")
+    assert on_tpu.fits
 
 
 def test_a_float64_step_is_refused_before_anything_runs(emulators, monkeypatch):
