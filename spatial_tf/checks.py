@@ -12,6 +12,8 @@ import numbers
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
+from spatial_tf.table import plural
+
 __all__ = ["check_int", "CORE_COUNTS", "fold_keywords"]
 
 # cores per replica TPUConfig and spatial_tf accept (spatial_tf.spec's rule, without TF)
@@ -71,7 +73,8 @@ def fold_keywords(where: str, keywords: Dict[str, Any],
                                for arg, f in fields.items())
         calls = ", ".join(f"{arg}={targets[arg][0].__name__}(...)" for arg in targets)
         raise TypeError(
-            f"{where}: unexpected keyword argument(s) {', '.join(unknown)}; expected those "
+            f"{where}: {plural(len(unknown), 'unexpected keyword argument')} {', '.join(unknown)}; "
+            f"expected those "
             f"of {accepted}. Fix: {where}(..., {calls}).")
     for arg, obj in instances.items():
         moved = {k: v for k, v in keywords.items() if k in fields[arg]}

@@ -10,6 +10,7 @@ True
 import tensorflow as tf
 
 from spatial_tf.checks import check_int
+from spatial_tf.table import plural
 
 __all__ = ["virtual_cpus"]
 
@@ -33,8 +34,8 @@ def virtual_cpus(n: int) -> list:
         except RuntimeError as e:
             have = len(tf.config.list_logical_devices("CPU"))
             raise RuntimeError(
-                f"virtual_cpus({n}): TensorFlow is already initialized with {have} CPU "
-                f"device(s) and cannot be split further in this process. Fix: call "
+                f"virtual_cpus({n}): TensorFlow is already initialized with "
+                f"{plural(have, 'CPU device')} and cannot be split further in this process. Fix: call "
                 f"spatial_tf.virtual_cpus({n}) at the start of the program, before any "
                 f"tensor is created."
             ) from e

@@ -62,6 +62,7 @@ from spatial_tf._tf_internals import (callable_losses, child_layers, own_trainab
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_by_groups, conv_of_concatenation
 from spatial_tf.spec import Replicate
+from spatial_tf.table import plural
 from spatial_tf.update_order import (is_ordered, ordered_call, ordered_convolution,
                                      ordered_loss, ordered_regularizer)
 
@@ -187,8 +188,8 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
     if warn and unhandled:
         kinds = ", ".join(dict.fromkeys(c.before for c in unhandled))
         warnings.warn(
-            f"partition_friendly: {len(unhandled)} layer(s) ({kinds}; the first "
-            f"{unhandled[0].path}) keep TensorFlow's own gradient, only ordered before the "
+            f"partition_friendly: {plural(len(unhandled), 'layer')} ({kinds}; the first "
+            f"{unhandled[0].path}) {'keeps' if len(unhandled) == 1 else 'keep'} TensorFlow's own gradient, only ordered before the "
             f"update. Whether that gathers an activation depends on the split and the sizes "
             f"at each layer, which the model alone does not tell (at most levels it does "
             f"not). Fix: spatial_tf.Emulator(...).report(step, args) names each layer that "

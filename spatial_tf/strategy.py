@@ -251,8 +251,9 @@ def tpu_strategy(
     )
     record_tpu_layout(strategy, TPULayout(choice.num_cores_per_replica, True, assignment))
     log.info(
-        "TPUStrategy on %s: %d replica(s) x %d core(s), computation_shape %s.",
-        slice_label(topology), choice.num_replicas, choice.num_cores_per_replica,
+        "TPUStrategy on %s: %s x %s, computation_shape %s.",
+        slice_label(topology), plural(choice.num_replicas, "replica"),
+        plural(choice.num_cores_per_replica, "core"),
         list(choice.computation_shape),
     )
     return strategy

@@ -12,6 +12,8 @@ it, ``fig.savefig(path)`` writes it.
 """
 import numpy as np
 
+from spatial_tf.table import plural
+
 __all__ = ["slices_figure", "memory_figure", "clip_layout_figure", "clip_cores"]
 
 _MEMORY_KINDS = ("argument", "temp", "output")
@@ -100,7 +102,7 @@ def _class_names(class_names, top):
         return ["background"] + [f"class {k}" for k in range(1, top + 1)]
     names = [str(n) for n in class_names]
     if len(names) <= top:
-        raise ValueError(f"slices_figure: class_names has {len(names)} name(s); expected one "
+        raise ValueError(f"slices_figure: class_names has {plural(len(names), 'name')}; expected one "
                          f"per class, {top + 1} (the masks hold classes 0..{top}). Fix: name "
                          f"every class, background included.")
     return names

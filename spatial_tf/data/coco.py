@@ -41,6 +41,8 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from spatial_tf.table import plural
+
 __all__ = ["CocoData", "load_coco", "coco_dataset", "write_coco"]
 
 PathLike = Union[str, os.PathLike]
@@ -308,7 +310,7 @@ def _labels(data, new_sizes, max_boxes, path):
         padded_classes.append(c)
         cut += was_cut
     if cut:
-        warnings.warn(f"{path}: {cut} image(s) have more than max_boxes={max_boxes} boxes; "
+        warnings.warn(f"{path}: {plural(cut, 'image')} {'has' if cut == 1 else 'have'} more than max_boxes={max_boxes} boxes; "
                       f"kept the {max_boxes} largest of each. Pass a larger max_boxes to keep "
                       f"them all.", stacklevel=3)   # the user's coco_dataset call
     return np.stack(padded_boxes), np.stack(padded_classes)

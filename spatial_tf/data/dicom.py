@@ -46,6 +46,8 @@ import os
 
 import numpy as np
 
+from spatial_tf.table import plural
+
 __all__ = ["DicomVolume", "read_dicom_series", "SPACING_TOLERANCE"]
 
 # slice steps may differ by this fraction of their median (1%: scanners write positions
@@ -145,7 +147,7 @@ def _choose(directory: str, series: Dict[str, List[Tuple[str, Any]]], skipped: i
             series_uid: Optional[str]) -> Tuple[str, List[Tuple[str, Any]]]:
     if not series:
         raise ValueError(
-            f"{directory}: holds no DICOM image files ({skipped} other file(s) skipped; "
+            f"{directory}: holds no DICOM image files ({plural(skipped, 'other file')} skipped; "
             f"subfolders are not searched). Expected the slices of one series, files with the "
             f"DICOM marker. Fix: pass the folder that holds the .dcm slices."
         )
@@ -252,7 +254,7 @@ def _order(uid: str, slices: List[Tuple[str, Dict[str, Any]]],
         i = int(same[0])
         raise ValueError(
             f"{paths[i]} and {paths[i + 1]}: both at {along[i]:g} mm along the slice normal in "
-            f"series {uid} ({same.size} such pair(s)); expected one slice per position. Fix: "
+            f"series {uid} ({plural(same.size, 'such pair')}); expected one slice per position. Fix: "
             f"remove the duplicate copies, or split a series of several echoes or time points "
             f"into one folder per echo or time point."
         )

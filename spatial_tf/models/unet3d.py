@@ -26,6 +26,7 @@ from spatial_tf.models._option_checks import check_flag, check_fraction, check_o
 from spatial_tf.models.precision import output_dtype, resolve_dtype_policy
 from spatial_tf.models.sizes import output_size, valid_sizes
 from spatial_tf.models.unet3d_presets import ModelGardenUNetOptions, build_preset, check_preset
+from spatial_tf.table import plural
 
 __all__ = ["unet3d", "unet", "UNetOptions", "output_size"]
 
@@ -235,7 +236,7 @@ def _check_sizes(input_shape: Tuple[int, ...], num_classes: int, depth: int,
         if output_size(size, depth, padding, downsample) is None:
             raise ValueError(
                 f"unet: spatial size {size} (axis {axis}) does not halve cleanly "
-                f"{depth - 1} time(s) with padding={padding!r}, downsample={downsample!r}. "
+                f"{plural(depth - 1, 'time')} with padding={padding!r}, downsample={downsample!r}. "
                 f"Fix: use a size such as {valid_sizes(size, depth, padding, downsample)}."
             )
     return input_shape

@@ -55,6 +55,7 @@ from spatial_tf.models._option_checks import (check_flag, check_fraction, check_
                                               check_positive_number)
 from spatial_tf.models.precision import output_dtype, resolve_dtype_policy
 from spatial_tf.models.sizes import output_size, valid_sizes
+from spatial_tf.table import plural
 
 __all__ = ["PRESETS", "ModelGardenUNetOptions", "model_garden_unet3d", "build_preset",
            "check_preset"]
@@ -176,7 +177,7 @@ def _check_sizes(input_shape, num_classes, depth, base_filters):
         if output_size(size, depth) is None:
             raise ValueError(
                 f"model_garden_unet3d: spatial size {size} (axis {axis}) does not halve "
-                f"cleanly {depth - 1} time(s). Fix: use a size such as "
+                f"cleanly {plural(depth - 1, 'time')}. Fix: use a size such as "
                 f"{valid_sizes(size, depth, 'same', 'pool')}.")
     return input_shape
 

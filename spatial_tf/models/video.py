@@ -16,7 +16,7 @@ after the input splits the clip (``[1,1,2,2,1]`` in space, ``[1,4,1,1,1]`` in ti
 >>> video_classifier((8, 2, 2, 1), filters=(8, 16))
 Traceback (most recent call last):
 ...
-ValueError: video_classifier: input_shape is (8, 2, 2, 1): height and width 2 x 2 leave 1 x 1 pixels for the last of 2 stage(s) (each pools 2x2); expected at least 2 x 2 there. Fix: clips of at least 4 x 4 pixels, or fewer stages, e.g. filters=(8,).
+ValueError: video_classifier: input_shape is (8, 2, 2, 1): height and width 2 x 2 leave 1 x 1 pixels for the last of 2 stages (each pools 2x2); expected at least 2 x 2 there. Fix: clips of at least 4 x 4 pixels, or fewer stages, e.g. filters=(8,).
 """
 import numbers
 from typing import Optional, Sequence, Union
@@ -27,6 +27,7 @@ from spatial_tf.checks import check_int
 from spatial_tf.layers import Split
 from spatial_tf.models._option_checks import check_fraction
 from spatial_tf.models.precision import output_dtype, resolve_dtype_policy
+from spatial_tf.table import plural
 
 __all__ = ["video_classifier"]
 
@@ -101,7 +102,8 @@ def _check_shape(input_shape, filters):
         fewer = f", or fewer stages, e.g. filters={counts[:-1]}" if stages > 1 else ""
         raise ValueError(
             f"video_classifier: input_shape is {shape}: height and width {height} x "
-            f"{width} leave {last[0]} x {last[1]} pixels for the last of {stages} stage(s) "
+            f"{width} leave {last[0]} x {last[1]} pixels for the last of "
+            f"{plural(stages, 'stage')} "
             f"(each pools 2x2); expected at least 2 x 2 there. Fix: clips of at least "
             f"{2 ** stages} x {2 ** stages} pixels{fewer}.")
     return frames, height, width, channels

@@ -21,6 +21,8 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from spatial_tf.table import plural
+
 __all__ = ["LinearFit", "largest_edge", "fewest_cores"]
 
 
@@ -37,9 +39,9 @@ class LinearFit:
         voxels = [float(v) for v in voxels]
         if len(set(voxels)) < 2:
             raise ValueError(
-                f"fit: {len(set(voxels))} distinct size(s) measured ({voxels}); expected at "
-                f"least 2 to fit bytes = a + b * voxels. Fix: give fit_sizes two or more "
-                f"different edges, e.g. fit_sizes=(16, 24, 32)."
+                f"fit: {plural(len(set(voxels)), 'distinct size')} measured ({voxels}); "
+                f"expected at least 2 to fit bytes = a + b * voxels. Fix: give fit_sizes two or "
+                f"more different edges, e.g. fit_sizes=(16, 24, 32)."
             )
         b, a = np.polyfit(voxels, [float(m) for m in measured], 1)
         return cls(float(a), float(b), tuple(zip(voxels, measured)))

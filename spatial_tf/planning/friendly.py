@@ -22,7 +22,7 @@ from typing import Any, List
 
 from spatial_tf.planning.options import PlanOptions
 from spatial_tf.planning.plan import Plan, plan
-from spatial_tf.table import format_bytes, format_table
+from spatial_tf.table import format_bytes, format_table, plural
 
 __all__ = ["FriendlyPlans", "plan_partition_friendly"]
 
@@ -56,9 +56,9 @@ class FriendlyPlans:
             self.rows(),
             right=("peak as written", "peak friendly", "resharding as written",
                    "resharding friendly", "gathered ops as written", "gathered ops friendly"),
-            title=(f"{self.before.function} on {self.before.num_cores} core(s), per core "
+            title=(f"{self.before.function} on {plural(self.before.num_cores, 'core')}, per core "
                    f"({self.before.memory.upper()} peak), before and after "
-                   f"partition_friendly ({changed} layer(s) changed)"),
+                   f"partition_friendly ({plural(changed, 'layer')} changed)"),
         )
 
 

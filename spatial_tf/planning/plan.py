@@ -37,7 +37,7 @@ from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
 from spatial_tf.planning.options import PlanOptions, Training, check_memory, from_keywords
 from spatial_tf.emulator.compile.step_time import SOURCE as STEP_TIME_SOURCE, seconds_text
-from spatial_tf.table import format_bytes, format_table
+from spatial_tf.table import format_bytes, format_table, plural
 
 __all__ = ["plan", "Plan", "Candidate", "PlanOptions", "Training"]
 
@@ -228,8 +228,8 @@ class Plan:
                       f"{self.budget.device.split(' (')[0]}")
         else:
             budget = f", budget {self.budget}" if self.budget else ", no budget"
-        title = (f"{self.function}: {'x'.join(map(str, self.shape))} on {self.num_cores} "
-                 f"core(s), per core{budget}")
+        title = (f"{self.function}: {'x'.join(map(str, self.shape))} on "
+                 f"{plural(self.num_cores, 'core')}, per core{budget}")
         headers = ["rank", "spec", "fits", "peak CPU", tpu_header, "halo", "resharding",
                    "all-reduce", "compile s", "note"]
         if self.tpu_source:
@@ -455,10 +455,10 @@ def _none_compiled(found, name, num_cores, shape, timeout):
     if all(r.startswith("not compiled: the time limit") for r in reasons):
         return TimeoutError(
             f"plan: the time limit of {timeout:g} s ended before any candidate of {name} on "
-            f"{num_cores} core(s) compiled. Fix: a larger timeout (a program that fits "
+            f"{plural(num_cores, 'core')} compiled. Fix: a larger timeout (a program that fits "
             f"takes the TPU compiler minutes on a 2-core machine).")
     return ValueError(
-        f"plan: no candidate of {name} compiled on {num_cores} core(s) for "
+        f"plan: no candidate of {name} compiled on {plural(num_cores, 'core')} for "
         f"{list(shape)}: {_short(reasons[0], 300)}. Expected a step XLA compiles (static "
         f"shapes, ops with XLA kernels). Fix: run it once with spatial_tf.Emulator("
         f"{num_cores}).run(...) to see the full error, and change the op it names."

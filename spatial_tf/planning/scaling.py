@@ -15,7 +15,7 @@ from spatial_tf.emulator.compile.step_time import seconds_text
 from spatial_tf.planning.budgets import parse_budget
 from spatial_tf.planning.options import PlanOptions
 from spatial_tf.planning.plan import Candidate, Plan, plan
-from spatial_tf.table import format_bytes, format_table
+from spatial_tf.table import format_bytes, format_table, plural
 
 __all__ = ["scaling", "Scaling", "ScalingRow", "plot_scaling"]
 
@@ -163,7 +163,7 @@ def plot_scaling(result: Scaling, path: str) -> str:
         times = [float(r.step_time or 0) for r in timed]
         left.plot(x, times, "o-", label="predicted step time")
         left.plot(x, [times[0] * x[0] / n for n in x], "--", color="gray",
-                  label=f"perfect scaling from {x[0]} core(s)")
+                  label=f"perfect scaling from {plural(x[0], 'core')}")
         right.plot(x, [r.batch / t / r.chips for r, t in zip(timed, times)], "o-")
     for axis in (left, right):
         axis.set_xscale("log", base=2)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from spatial_tf.planning.budgets import parse_budget
 from spatial_tf.planning.candidates import candidate_specs, check_shape
 from spatial_tf.planning.options import PlanOptions, Training
+from spatial_tf.table import plural
 
 __all__ = ["Probe", "Search", "search_fewest_cores", "search_largest_edge", "edge_search"]
 
@@ -95,8 +96,8 @@ def _probe(step_or_model, shape, cores, budget, spec, options, training):
                   training=training)
     candidate = result.candidates[0]
     if not candidate.ok:
-        raise ValueError(f"search: {list(shape)} on {cores} core(s) with {list(spec)} did not "
-                         f"compile: {candidate.reason}. Fix: run that step once with "
+        raise ValueError(f"search: {list(shape)} on {plural(cores, 'core')} with {list(spec)} "
+                         f"did not compile: {candidate.reason}. Fix: run that step once with "
                          f"spatial_tf.Emulator({cores}).run(...) to see the full error.")
     probe = Probe(cores, tuple(shape), tuple(spec), bool(candidate.fits),
                   candidate.peak("tpu"), time.perf_counter() - start, candidate.cached)
@@ -190,10 +191,10 @@ def search_largest_edge(step_or_model: Any, shape: Sequence[int], num_cores: int
     available = parse_budget(budget).device_bytes if budget is not None else None
     low = edge_search(at, multiple, top, available, rank)
     if low is None:
-        return Search(f"largest cube on {num_cores} core(s)", None, None, probes,
+        return Search(f"largest cube on {plural(num_cores, 'core')}", None, None, probes,
                       _source(options), time.perf_counter() - start)
     plan = best[1] if best is not None else None  # low fits, so best is set
-    return Search(f"largest cube on {num_cores} core(s)", low, plan, probes,
+    return Search(f"largest cube on {plural(num_cores, 'core')}", low, plan, probes,
                   plan.tpu_source if plan is not None else _source(options),
                   time.perf_counter() - start)
 

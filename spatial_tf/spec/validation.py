@@ -29,6 +29,7 @@ import tensorflow as tf
 from spatial_tf.checks import CORE_COUNTS, check_int
 from spatial_tf.spec.leaves import Assign, PartialTile, Replicate, Tile, _Leaf
 from spatial_tf.spec.paths import children, flatten_with_paths, is_namedtuple, top_level_names
+from spatial_tf.table import plural
 
 __all__ = [
     "validate",
@@ -271,9 +272,9 @@ def _pair_mapping(spec, x, path, kids, what):
     if missing or extra:
         parts = []
         if missing:
-            parts.append(f"missing key(s) {', '.join(map(repr, missing))}")
+            parts.append(f"missing {plural(len(missing), 'key')} {', '.join(map(repr, missing))}")
         if extra:
-            parts.append(f"unknown key(s) {', '.join(map(repr, extra))}")
+            parts.append(f"{plural(len(extra), 'unknown key')} {', '.join(map(repr, extra))}")
         raise ValueError(
             f"{path}: spec keys do not match the inputs: {'; '.join(parts)}. "
             f"Expected exactly the keys {keys}. Fix: add a spec (None to replicate) for "
@@ -330,7 +331,7 @@ def _check_leaf(leaf, path, shape, cores, said):
         if leaf.core >= cores:
             raise ValueError(
                 f"{path}: {leaf!r} names logical core {leaf.core}, but a replica has "
-                f"{cores} core(s) (0..{cores - 1}){said}. Fix: use a core below {cores}."
+                f"{plural(cores, 'core')} (0..{cores - 1}){said}. Fix: use a core below {cores}."
             )
         return leaf
     return _check_tiling(leaf, path, shape, cores, said)

@@ -14,6 +14,7 @@ needs (``Emulator.compare``'s or ``Emulator.report``'s).
 True
 """
 from spatial_tf.emulator.diagnose.report import display_name
+from spatial_tf.table import format_bytes, plural
 
 __all__ = ["assert_partitioned_matches", "assert_no_activation_gather", "assert_fits_tpu"]
 
@@ -64,8 +65,8 @@ def assert_no_activation_gather(emulator, step, args=(), kwargs=None, *,
     report = emulator.report(step, args, kwargs, gather_threshold_bytes=gather_threshold_bytes)
     if report.warnings:
         raise AssertionError(
-            f"{display_name(report.function)}: {len(report.warnings)} activation-sized "
-            f"gather(s) on {emulator!r}; the split does not survive these ops:\n{report}"
+            f"{display_name(report.function)}: "
+            f"{plural(len(report.warnings), 'activation-sized gather')} on {emulator!r}; the split does not survive these ops:\n{report}"
         )
     return report
 
@@ -91,12 +92,10 @@ def assert_fits_tpu(emulator, step, args=(), kwargs=None, *, target=None, max_by
     on_tpu = emulator.compile(step, args, kwargs, target=target)
     peak = on_tpu.memory()["peak"] if on_tpu.fits else None
     if not on_tpu.fits or (max_bytes is not None and peak > max_bytes):
-        from spatial_tf.table import format_bytes
-
         limit = "" if max_bytes is None else f" (limit {format_bytes(max_bytes)} per core)"
         raise AssertionError(
-            f"{display_name(on_tpu.traced.name)} on {emulator.num_cores_per_replica} "
-            f"core(s) of TPU {on_tpu.target.name}: {on_tpu.verdict()}{limit}; "
+            f"{display_name(on_tpu.traced.name)} on "
+            f"{plural(emulator.num_cores_per_replica, 'core')} of TPU {on_tpu.target.name}: {on_tpu.verdict()}{limit}; "
             f"{on_tpu.source}.\n"
             f"{emulator.report(step, args, kwargs, target=target)}"
         )

@@ -27,6 +27,8 @@ import os
 
 import pytest
 
+from spatial_tf.table import plural
+
 __all__ = ["emulator", "layouts", "MARKER"]
 
 MARKER = "spatial_tf"
@@ -62,7 +64,7 @@ def layouts(marker, where="@pytest.mark.spatial_tf"):
     unknown = set(marker.kwargs) - {"cores", "replicas"}
     if unknown:
         raise TypeError(
-            f"{where}: unknown argument(s) {sorted(unknown)}; expected cores= and "
+            f"{where}: {plural(len(unknown), 'unknown argument')} {sorted(unknown)}; expected cores= and "
             f"replicas=. Fix: @pytest.mark.spatial_tf(cores=4, replicas=2)."
         )
     cores = _values(marker.kwargs.get("cores", DEFAULT_LAYOUT[0]), "cores", where)

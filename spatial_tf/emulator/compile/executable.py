@@ -22,6 +22,7 @@ import numpy as np
 from spatial_tf import logs
 from spatial_tf.emulator.compile import _xla, precision, replicas
 from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.table import plural
 
 __all__ = ["Program", "compile_error", "MEMORY_KINDS", "with_peak"]
 
@@ -150,7 +151,7 @@ def compile_error(function, num_partitions, error):
 
     >>> e = RuntimeError("INVALID_ARGUMENT: Invalid sharding for instruction: %x")
     >>> print(compile_error("step", 2, e))  # doctest: +NORMALIZE_WHITESPACE
-    step: XLA could not compile the step for 2 core(s): INVALID_ARGUMENT: Invalid sharding
+    step: XLA could not compile the step for 2 cores: INVALID_ARGUMENT: Invalid sharding
     for instruction: %x. Fix: check the sharding annotations (spatial_tf.split specs)
     against the tensors they annotate; the full XLA message is chained below.
     >>> e = RuntimeError("UNIMPLEMENTED: Asked to propagate a dynamic dimension from hlo mul")
@@ -185,7 +186,7 @@ def compile_error(function, num_partitions, error):
             "TensorFlow op of the instruction XLA rejected"
         )
     return CompileError(
-        f"{function}: XLA could not compile the step for {num_partitions} core(s): "
+        f"{function}: XLA could not compile the step for {plural(num_partitions, 'core')}: "
         f"{first}. Fix: {fix}.",
         function=function,
     )

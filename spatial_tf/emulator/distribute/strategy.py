@@ -47,6 +47,7 @@ from spatial_tf.emulator.distribute.extended import EmulatorExtended
 from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext, tracing
 from spatial_tf.emulator.compile.trace import CallSignature, trace
 from spatial_tf.spec import Replicate, check_num_cores_per_replica, validate
+from spatial_tf.table import plural
 
 if TYPE_CHECKING:  # annotations only: these modules import this one's neighbours
     from spatial_tf.emulator.compile.compiled import TpuCompiledStep
@@ -81,10 +82,11 @@ def _host_layout(cores, num_replicas, num_hosts, topology):
     if topology is not None:
         layout = hosts.topology_layout(topology, cores, num_replicas)
         if num_hosts is not None and num_hosts != layout.num_hosts:
+            fed = len(layout.pipeline_of_replica)
             raise ValueError(
                 f"Emulator: num_hosts={num_hosts} but on {layout.slice_name} "
-                f"{len(layout.pipeline_of_replica)} replica(s) of {cores} core(s) are fed by "
-                f"{layout.num_hosts} host(s). Fix: leave num_hosts out when giving topology "
+                f"{plural(fed, 'replica')} of {plural(cores, 'core')} "
+                f"{'is' if fed == 1 else 'are'} fed by {plural(layout.num_hosts, 'host')}. Fix: leave num_hosts out when giving topology "
                 f"(it follows from the slice), or pass num_hosts={layout.num_hosts}."
             )
         return layout
