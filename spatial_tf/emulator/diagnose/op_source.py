@@ -20,6 +20,7 @@ import importlib.util
 import linecache
 import os
 import re
+import site
 import sysconfig
 from typing import Any, Optional
 
@@ -123,15 +124,33 @@ def _op(graph, name):
 
 
 def user_frame(op):
-    """The innermost frame of ``op.traceback`` outside TensorFlow, Keras, the standard
-    library and spatial_tf's own plumbing (the modules that declared themselves with
-    ``spatial_tf.frames.register_exclusion``), or None."""
+    """The innermost frame of ``op.traceback`` in the user's own code, or None.
+
+    Frames in TensorFlow, Keras, the standard library and spatial_tf's own plumbing (the
+    modules that declared themselves with ``spatial_tf.frames.register_exclusion``) are
+    never it; frames in other installed packages (``site-packages``: einops, a model
+    zoo) are passed over for the user's line that called them, and taken only when no
+    frame outside installed packages is left.
+    """
     library = _library_paths()
-    for frame in reversed(list(op.traceback)):
-        name = frame.filename
-        if not name.startswith(library) and "<frozen" not in name and not is_excluded(name):
-            return frame
-    return None
+    frames = [frame for frame in reversed(list(op.traceback))
+              if not frame.filename.startswith(library) and "<frozen" not in frame.filename
+              and not is_excluded(frame.filename)]
+    installed = _installed_paths()
+    own = next((frame for frame in frames if not frame.filename.startswith(installed)), None)
+    return own or (frames[0] if frames else None)
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_paths():
+    """The folders pip installs packages into (``site-packages``, ``dist-packages``)."""
+    paths = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    try:
+        paths.update(site.getsitepackages())
+        paths.add(site.getusersitepackages())
+    except AttributeError:  # a virtualenv's old site module
+        pass
+    return tuple(os.path.join(p, "") for p in sorted(paths))
 
 
 @functools.lru_cache(maxsize=None)

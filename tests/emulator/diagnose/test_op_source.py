@@ -103,3 +103,40 @@ def test_an_op_name_that_is_nowhere_has_no_source():
     graph = tf.function(lambda x: x * 2).get_concrete_function(tf.TensorSpec([2])).graph
     assert op_source.find(graph, "no/such/op") is None
     assert op_source.find(graph, "StatefulPartitionedCall/Conv2D") is None
+
+
+def test_a_third_party_librarys_frame_gives_way_to_the_users_line_that_called_it():
+    einops = pytest.importorskip("einops")
+
+    def step(x):
+        x = spatial_tf.split(x, [1, 2, 1, 1, 1])
+        folded = einops.rearrange(x, "b t h w c -> (b t) h w c")  # LINE fold
+        return tf.reduce_sum(tf.sort(tf.reshape(folded, [-1])))
+
+    source, start = inspect.getsourcelines(step)
+    line = start + next(i for i, text in enumerate(source) if "# LINE fold" in text)
+    graph = Emulator(2).lower(step, (tf.zeros([1, 4, 8, 8, 2]),)).traced.graph
+    reshapes = [op for op in graph.get_operations() if op.type == "Reshape"]
+    made = {op.name: op_source.find(graph, op.name).frame for op in reshapes}
+    # einops' own frame (its backend calls tf.reshape) is inside site-packages
+    assert any(os.sep + "einops" + os.sep in f.filename
+               for op in reshapes for f in op.traceback)
+    folds = [name for name, frame in made.items() if frame.lineno == line]
+    assert folds and all(made[n].filename == HERE for n in folds), made
+    assert not [f for f in made.values() if os.sep + "einops" + os.sep in f.filename]
+
+
+def test_installed_code_is_the_users_line_when_nothing_else_is_left(monkeypatch):
+    class Frame:
+        def __init__(self, filename, lineno):
+            self.filename, self.lineno = filename, lineno
+
+    class Op:
+        traceback = [Frame(os.path.join(p, "zoo", "model.py"), 7)
+                     for p in op_source._installed_paths()[:1]]
+
+    assert op_source.user_frame(Op()).lineno == 7
+    Op.traceback = [Frame(HERE, 3)] + Op.traceback
+    assert op_source.user_frame(Op()).filename == HERE
+    Op.traceback = []
+    assert op_source.user_frame(Op()) is None
