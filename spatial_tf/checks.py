@@ -73,9 +73,8 @@ def fold_keywords(where: str, keywords: Dict[str, Any],
                                for arg, f in fields.items())
         calls = ", ".join(f"{arg}={targets[arg][0].__name__}(...)" for arg in targets)
         raise TypeError(
-            f"{where}: {plural(len(unknown), 'unexpected keyword argument')} {', '.join(unknown)}; "
-            f"expected those "
-            f"of {accepted}. Fix: {where}(..., {calls}).")
+            f"{where}: {plural(len(unknown), 'unexpected keyword argument')} "
+            f"{', '.join(unknown)}; expected those of {accepted}. Fix: {where}(..., {calls}).")
     for arg, obj in instances.items():
         moved = {k: v for k, v in keywords.items() if k in fields[arg]}
         if moved:

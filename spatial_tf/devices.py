@@ -35,8 +35,8 @@ def virtual_cpus(n: int) -> list:
             have = len(tf.config.list_logical_devices("CPU"))
             raise RuntimeError(
                 f"virtual_cpus({n}): TensorFlow is already initialized with "
-                f"{plural(have, 'CPU device')} and cannot be split further in this process. Fix: call "
-                f"spatial_tf.virtual_cpus({n}) at the start of the program, before any "
-                f"tensor is created."
+                f"{plural(have, 'CPU device')} and cannot be split further in this process. "
+                f"Fix: call spatial_tf.virtual_cpus({n}) at the start of the program, before "
+                f"any tensor is created."
             ) from e
     return [d.name for d in tf.config.list_logical_devices("CPU")][: max(n, 1)]

@@ -189,12 +189,13 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
         kinds = ", ".join(dict.fromkeys(c.before for c in unhandled))
         warnings.warn(
             f"partition_friendly: {plural(len(unhandled), 'layer')} ({kinds}; the first "
-            f"{unhandled[0].path}) {'keeps' if len(unhandled) == 1 else 'keep'} TensorFlow's own gradient, only ordered before the "
-            f"update. Whether that gathers an activation depends on the split and the sizes "
-            f"at each layer, which the model alone does not tell (at most levels it does "
-            f"not). Fix: spatial_tf.Emulator(...).report(step, args) names each layer that "
-            f"gathers under your split, with its line; the returned Changes with "
-            f"handled=False list them all, each with the reason (warn=False silences this).",
+            f"{unhandled[0].path}) {'keeps' if len(unhandled) == 1 else 'keep'} TensorFlow's "
+            f"own gradient, only ordered before the update. Whether that gathers an "
+            f"activation depends on the split and the sizes at each layer, which the model "
+            f"alone does not tell (at most levels it does not). Fix: "
+            f"spatial_tf.Emulator(...).report(step, args) names each layer that gathers under "
+            f"your split, with its line; the returned Changes with handled=False list them "
+            f"all, each with the reason (warn=False silences this).",
             PartitionFriendlyWarning, stacklevel=2)
     return [change for change, _ in plans]
 

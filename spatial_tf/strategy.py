@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from spatial_tf._tf_internals import TPULayout, record_tpu_layout
 from spatial_tf.context import EmulatedLayout
+from spatial_tf.table import plural
 from spatial_tf.topology.assignment import (
     check_exactly_one,
     check_vector,

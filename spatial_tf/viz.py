@@ -102,9 +102,9 @@ def _class_names(class_names, top):
         return ["background"] + [f"class {k}" for k in range(1, top + 1)]
     names = [str(n) for n in class_names]
     if len(names) <= top:
-        raise ValueError(f"slices_figure: class_names has {plural(len(names), 'name')}; expected one "
-                         f"per class, {top + 1} (the masks hold classes 0..{top}). Fix: name "
-                         f"every class, background included.")
+        raise ValueError(f"slices_figure: class_names has {plural(len(names), 'name')}; "
+                         f"expected one per class, {top + 1} (the masks hold classes "
+                         f"0..{top}). Fix: name every class, background included.")
     return names
 
 

@@ -138,7 +138,7 @@ def test_given_core_count_is_not_called_inferred():
 
 
 def test_nothing_is_annotated_when_structures_do_not_zip():
-    with pytest.raises(ValueError, match=r"inputs: spec keys do not match the inputs: missing key\(s\) 'b'"):
+    with pytest.raises(ValueError, match=r"inputs: spec keys do not match the inputs: missing 1 key 'b'"):
         spatial_tf.split({"a": tf.zeros([2]), "b": tf.zeros([2])}, {"a": None})
 
 

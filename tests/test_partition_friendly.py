@@ -249,7 +249,7 @@ def test_layers_it_cannot_handle_are_named_and_only_ordered():
     assert len(record) == 1
     message = str(record[0].message)
     # one warning that says what cannot be told without a step and where to look
-    assert message.startswith("partition_friendly: 3 layer(s) (_CustomConv, SeparableConv2D, "
+    assert message.startswith("partition_friendly: 3 layers (_CustomConv, SeparableConv2D, "
                               "Conv2D; the first m/custom) keep TensorFlow's own gradient")
     assert "which the model alone does not tell" in message
     assert "spatial_tf.Emulator(...).report(step, args) names each layer" in message

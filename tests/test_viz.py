@@ -60,7 +60,7 @@ def test_the_default_slice_is_the_most_labelled_and_the_legend_names_the_classes
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(image=np.zeros((4, 4, 4)), labels=np.full((4, 4, 4), 2), class_names=["a", "b"]),
-     "class_names has 2 name(s); expected one per class, 3 (the masks hold classes 0..2)"),
+     "class_names has 2 names; expected one per class, 3 (the masks hold classes 0..2)"),
     (dict(image=np.zeros((2, 4, 4, 4, 1))), "has shape (2, 4, 4, 4, 1); expected a [D, H, W]"),
     (dict(image=np.zeros((4, 4, 4)), labels=np.zeros((4, 4))), "label has shape (4, 4)"),
     (dict(image=np.zeros((4, 4, 4)), prediction=np.zeros((4, 4, 5))), "prediction has shape"),

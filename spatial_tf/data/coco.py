@@ -310,9 +310,10 @@ def _labels(data, new_sizes, max_boxes, path):
         padded_classes.append(c)
         cut += was_cut
     if cut:
-        warnings.warn(f"{path}: {plural(cut, 'image')} {'has' if cut == 1 else 'have'} more than max_boxes={max_boxes} boxes; "
-                      f"kept the {max_boxes} largest of each. Pass a larger max_boxes to keep "
-                      f"them all.", stacklevel=3)   # the user's coco_dataset call
+        # stacklevel: the user's coco_dataset call
+        warnings.warn(f"{path}: {plural(cut, 'image')} {'has' if cut == 1 else 'have'} more "
+                      f"than max_boxes={max_boxes} boxes; kept the {max_boxes} largest of "
+                      f"each. Pass a larger max_boxes to keep them all.", stacklevel=3)
     return np.stack(padded_boxes), np.stack(padded_classes)
 
 

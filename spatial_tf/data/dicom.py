@@ -147,9 +147,9 @@ def _choose(directory: str, series: Dict[str, List[Tuple[str, Any]]], skipped: i
             series_uid: Optional[str]) -> Tuple[str, List[Tuple[str, Any]]]:
     if not series:
         raise ValueError(
-            f"{directory}: holds no DICOM image files ({plural(skipped, 'other file')} skipped; "
-            f"subfolders are not searched). Expected the slices of one series, files with the "
-            f"DICOM marker. Fix: pass the folder that holds the .dcm slices."
+            f"{directory}: holds no DICOM image files ({plural(skipped, 'other file')} "
+            f"skipped; subfolders are not searched). Expected the slices of one series, files "
+            f"with the DICOM marker. Fix: pass the folder that holds the .dcm slices."
         )
     listing = ", ".join(f"{uid} ({len(files)} slices)" for uid, files in
                         sorted(series.items(), key=lambda item: -len(item[1])))
@@ -254,9 +254,9 @@ def _order(uid: str, slices: List[Tuple[str, Dict[str, Any]]],
         i = int(same[0])
         raise ValueError(
             f"{paths[i]} and {paths[i + 1]}: both at {along[i]:g} mm along the slice normal in "
-            f"series {uid} ({plural(same.size, 'such pair')}); expected one slice per position. Fix: "
-            f"remove the duplicate copies, or split a series of several echoes or time points "
-            f"into one folder per echo or time point."
+            f"series {uid} ({plural(same.size, 'such pair')}); expected one slice per "
+            f"position. Fix: remove the duplicate copies, or split a series of several echoes "
+            f"or time points into one folder per echo or time point."
         )
     median = float(np.median(steps))
     off = np.abs(steps - median)

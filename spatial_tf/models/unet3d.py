@@ -236,8 +236,9 @@ def _check_sizes(input_shape: Tuple[int, ...], num_classes: int, depth: int,
         if output_size(size, depth, padding, downsample) is None:
             raise ValueError(
                 f"unet: spatial size {size} (axis {axis}) does not halve cleanly "
-                f"{plural(depth - 1, 'time')} with padding={padding!r}, downsample={downsample!r}. "
-                f"Fix: use a size such as {valid_sizes(size, depth, padding, downsample)}."
+                f"{plural(depth - 1, 'time')} with padding={padding!r}, "
+                f"downsample={downsample!r}. Fix: use a size such as "
+                f"{valid_sizes(size, depth, padding, downsample)}."
             )
     return input_shape
 

@@ -103,7 +103,6 @@ def _check_shape(input_shape, filters):
         raise ValueError(
             f"video_classifier: input_shape is {shape}: height and width {height} x "
             f"{width} leave {last[0]} x {last[1]} pixels for the last of "
-            f"{plural(stages, 'stage')} "
-            f"(each pools 2x2); expected at least 2 x 2 there. Fix: clips of at least "
-            f"{2 ** stages} x {2 ** stages} pixels{fewer}.")
+            f"{plural(stages, 'stage')} (each pools 2x2); expected at least 2 x 2 there. Fix: "
+            f"clips of at least {2 ** stages} x {2 ** stages} pixels{fewer}.")
     return frames, height, width, channels

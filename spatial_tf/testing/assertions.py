@@ -66,7 +66,8 @@ def assert_no_activation_gather(emulator, step, args=(), kwargs=None, *,
     if report.warnings:
         raise AssertionError(
             f"{display_name(report.function)}: "
-            f"{plural(len(report.warnings), 'activation-sized gather')} on {emulator!r}; the split does not survive these ops:\n{report}"
+            f"{plural(len(report.warnings), 'activation-sized gather')} on {emulator!r}; the "
+            f"split does not survive these ops:\n{report}"
         )
     return report
 
@@ -95,8 +96,8 @@ def assert_fits_tpu(emulator, step, args=(), kwargs=None, *, target=None, max_by
         limit = "" if max_bytes is None else f" (limit {format_bytes(max_bytes)} per core)"
         raise AssertionError(
             f"{display_name(on_tpu.traced.name)} on "
-            f"{plural(emulator.num_cores_per_replica, 'core')} of TPU {on_tpu.target.name}: {on_tpu.verdict()}{limit}; "
-            f"{on_tpu.source}.\n"
+            f"{plural(emulator.num_cores_per_replica, 'core')} of TPU {on_tpu.target.name}: "
+            f"{on_tpu.verdict()}{limit}; {on_tpu.source}.\n"
             f"{emulator.report(step, args, kwargs, target=target)}"
         )
     return on_tpu

@@ -64,8 +64,8 @@ def layouts(marker, where="@pytest.mark.spatial_tf"):
     unknown = set(marker.kwargs) - {"cores", "replicas"}
     if unknown:
         raise TypeError(
-            f"{where}: {plural(len(unknown), 'unknown argument')} {sorted(unknown)}; expected cores= and "
-            f"replicas=. Fix: @pytest.mark.spatial_tf(cores=4, replicas=2)."
+            f"{where}: {plural(len(unknown), 'unknown argument')} {sorted(unknown)}; expected "
+            f"cores= and replicas=. Fix: @pytest.mark.spatial_tf(cores=4, replicas=2)."
         )
     cores = _values(marker.kwargs.get("cores", DEFAULT_LAYOUT[0]), "cores", where)
     replicas = _values(marker.kwargs.get("replicas", DEFAULT_LAYOUT[1]), "replicas", where)

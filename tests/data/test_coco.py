@@ -103,7 +103,7 @@ def test_more_boxes_than_max_keeps_the_largest_with_a_warning(tmp_path):
         _box(1, 1, [0, 0, 10, 1]), _box(2, 1, [0, 2, 10, 3]), _box(3, 1, [0, 7, 10, 2]),
         _box(4, 1, [0, 10, 10, 4]), _box(5, 2, [0, 0, 5, 1]),
     ])
-    with pytest.warns(UserWarning, match=r"instances\.json: 1 image\(s\) have more than "
+    with pytest.warns(UserWarning, match=r"instances\.json: 1 image has more than "
                                          r"max_boxes=2 boxes; kept the 2 largest"):
         ds = coco_dataset(path, folder, max_boxes=2)
     (_, labels), (_, second) = list(ds)

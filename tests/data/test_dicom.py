@@ -202,10 +202,10 @@ def test_several_series_need_a_series_uid(tmp_path):
 
 def test_an_empty_or_dicom_free_folder_is_refused(tmp_path):
     assert one_line_error(tmp_path).startswith(
-        f"{tmp_path}: holds no DICOM image files (0 other file(s) skipped;")
+        f"{tmp_path}: holds no DICOM image files (0 other files skipped;")
     (tmp_path / "readme.txt").write_text("CT of the abdomen")
     (tmp_path / "scan.json").write_text("{}")
-    assert "holds no DICOM image files (2 other file(s) skipped" in one_line_error(tmp_path)
+    assert "holds no DICOM image files (2 other files skipped" in one_line_error(tmp_path)
 
 
 def test_a_missing_folder_or_a_file_is_refused(tmp_path):
@@ -253,7 +253,7 @@ def test_two_slices_at_one_position_are_refused(tmp_path):
     pair = sorted([paths[2], str(copy)])
     assert set(message.split(":")[0].split(" and ")) == set(pair)
     assert "both at -5 mm along the slice normal" in message
-    assert f"series {series} (1 such pair(s)); expected one slice per position" in message
+    assert f"series {series} (1 such pair); expected one slice per position" in message
 
 
 def test_a_gap_is_uneven_spacing_and_names_the_spacings(tmp_path):

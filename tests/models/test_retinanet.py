@@ -137,7 +137,7 @@ def test_each_keyword_of_earlier_releases_still_works_and_warns(keyword, value):
 
 def test_an_unknown_keyword_is_a_type_error():
     with pytest.raises(TypeError, match=(
-            r"^retinanet: unexpected keyword argument\(s\) fpn_channels; expected those of "
+            r"^retinanet: 1 unexpected keyword argument fpn_channels; expected those of "
             r"RetinaNetOptions \(backbone_filters, batch_norm_momentum, blocks, fpn_filters, "
             r"head_convs, max_level, num_anchors, prior_probability\)\. Fix: "
             r"retinanet\(\.\.\., options=RetinaNetOptions\(\.\.\.\)\)\.$")):

@@ -104,9 +104,9 @@ def test_norm_momentum_reaches_every_batch_norm():
         (lambda: unet((16, 16, 1), depth=0), "depth is 0; expected a positive int"),
         (lambda: unet((16, 16, 1), base_filters=2.5), "base_filters is 2.5"),
         (lambda: unet((16, 16, 1), num_classes=0), "unet: num_classes is 0; expected a positive int"),
-        (lambda: unet((18, 16, 1), depth=3), r"spatial size 18 \(axis 0\) does not halve cleanly 2 time\(s\).*Fix: use a size such as 16 or 20"),
+        (lambda: unet((18, 16, 1), depth=3), r"spatial size 18 \(axis 0\) does not halve cleanly 2 times.*Fix: use a size such as 16 or 20"),
         (lambda: unet((20, 20, 1), depth=3, options=UNetOptions(padding="valid")),
-         r"spatial size 20 \(axis 0\) does not halve cleanly 2 time\(s\) with padding='valid', "
+         r"spatial size 20 \(axis 0\) does not halve cleanly 2 times with padding='valid', "
          r"downsample='pool'\. Fix: use a size such as \d+"),
     ],
 )
@@ -209,7 +209,7 @@ def test_a_keyword_of_earlier_releases_joins_the_options_given():
 ])
 def test_an_unknown_keyword_is_a_type_error(call, name):
     with pytest.raises(TypeError, match=(
-            rf"^{name}: unexpected keyword argument\(s\) \w+; expected those of UNetOptions "
+            rf"^{name}: 1 unexpected keyword argument \w+; expected those of UNetOptions "
             rf"\(batch_norm, conv, downsample, masked_batch_norm, norm_momentum, padding\)\. "
             rf"Fix: "
             rf"{name}\(\.\.\., options=UNetOptions\(\.\.\.\)\)\.$")):

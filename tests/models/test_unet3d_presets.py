@@ -109,7 +109,7 @@ def test_the_default_unet_is_unchanged_without_a_preset():
     (lambda: model_garden_unet3d((8, 8, 8, 1), 2, options=UNetOptions()), TypeError,
      r"model_garden_unet3d: options is UNetOptions\(.*\); expected a ModelGardenUNetOptions"),
     (lambda: unet3d((12, 16, 16, 1), preset="model_garden"), ValueError,
-     r"model_garden_unet3d: spatial size 12 \(axis 0\) does not halve cleanly 3 time\(s\)\. "
+     r"model_garden_unet3d: spatial size 12 \(axis 0\) does not halve cleanly 3 times\. "
      r"Fix: use a size such as 8 or 16\."),
     (lambda: model_garden_unet3d((8, 8, 1), 2), ValueError,
      r"model_garden_unet3d: input_shape is \(8, 8, 1\); expected 4 sizes"),
@@ -191,7 +191,7 @@ def test_each_keyword_of_earlier_releases_still_works_and_warns(name, keyword, v
 ])
 def test_an_unknown_keyword_is_a_type_error(call, name):
     with pytest.raises(TypeError, match=(
-            rf"^{name}: unexpected keyword argument\(s\) upsampling; expected those of "
+            rf"^{name}: 1 unexpected keyword argument upsampling; expected those of "
             rf"ModelGardenUNetOptions \(batch_norm, norm_epsilon, norm_momentum, "
             rf"sync_batch_norm, upsample\)\. Fix: {name}\(\.\.\., "
             rf"options=ModelGardenUNetOptions\(\.\.\.\)\)\.$")):

@@ -95,11 +95,11 @@ def test_split_train_step_equals_the_unsplit_one_in_float64(spec):
     ({"input_shape": (8, 32, 32, 1), "filters": ()}, ValueError, "filters is (); expected"),
     ({"input_shape": (8, 32, 32, 1), "filters": (8, 0)}, ValueError, "filters is (8, 0)"),
     ({"input_shape": (8, 4, 16, 1), "filters": (4, 4, 4)}, ValueError,
-     "4 x 16 leave 1 x 4 pixels for the last of 3 stage(s)"),
+     "4 x 16 leave 1 x 4 pixels for the last of 3 stages"),
     ({"input_shape": (8, 7, 16, 1), "filters": (4, 4, 4)}, ValueError,
      "clips of at least 8 x 8 pixels, or fewer stages, e.g. filters=(4, 4)."),
     ({"input_shape": (8, 1, 16, 1), "filters": (4,)}, ValueError,
-     "leave 1 x 16 pixels for the last of 1 stage(s) (each pools 2x2); expected at least 2 x 2 "
+     "leave 1 x 16 pixels for the last of 1 stage (each pools 2x2); expected at least 2 x 2 "
      "there. Fix: clips of at least 2 x 2 pixels."),
     ({"input_shape": (8, 32, 32, 1), "classes": 0}, ValueError, "classes is 0"),
     ({"input_shape": (8, 32, 32, 1), "norm_momentum": 1.0}, ValueError, "norm_momentum is 1.0"),

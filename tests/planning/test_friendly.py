@@ -50,8 +50,8 @@ def test_before_and_after_partition_friendly_with_the_same_specs_and_less_memory
     for spec in SPECS:
         assert after[spec].peak("cpu") < before[spec].peak("cpu")
     table = str(result).splitlines()
-    assert table[0] == ("train_step on 4 core(s), per core (CPU peak), before and after "
-                        "partition_friendly (4 layer(s) changed)")
+    assert table[0] == ("train_step on 4 cores, per core (CPU peak), before and after "
+                        "partition_friendly (4 layers changed)")
     assert sorted(row.split()[0] for row in table[3:]) == ["1,2,2,1,1", "1,4,1,1,1"]
     # the model stays partition-friendly: a second call finds nothing to change
     assert all(c.after == "unchanged" for c in spatial_tf.layers.partition_friendly(model))

@@ -77,7 +77,7 @@ def test_budget_filter_excludes_what_does_not_fit(cube_volume):
 
 def test_str_and_to_dict(cube_volume):
     text = str(cube_volume)
-    assert "step: 1x16x16x16x1 on 8 core(s), per core, no budget" in text
+    assert "step: 1x16x16x16x1 on 8 cores, per core, no budget" in text
     for header in ("rank", "spec", "peak CPU", "peak TPU est.", "halo", "resharding", "all-reduce"):
         assert header in text
     assert "[1,2,2,2,1]" in text and "an estimate" in text
@@ -158,7 +158,7 @@ def test_a_model_that_does_not_compile():
     with pytest.raises(ValueError) as e:
         spatial_tf.plan(step, (1, 8, 8, 8, 1), 2, options=PlanOptions(progress=False))
     message = str(e.value)
-    assert message.startswith("plan: no candidate of step compiled on 2 core(s) for [1, 8, 8, 8, 1]: ")
+    assert message.startswith("plan: no candidate of step compiled on 2 cores for [1, 8, 8, 8, 1]: ")
     assert "Unique" in message
     assert "Fix: run it once with spatial_tf.Emulator(2).run(...)" in message
 
@@ -198,7 +198,7 @@ def test_keywords_of_earlier_releases_still_plan_and_say_where_they_moved():
 
         options, training = from_keywords(None, None, {"loss": "mse", "bf16": True})
     assert (training.loss, options.bf16, options.memory) == ("mse", True, "tpu")
-    with pytest.raises(TypeError, match=r"plan: unexpected keyword argument\(s\) budgte; "
+    with pytest.raises(TypeError, match=r"plan: 1 unexpected keyword argument budgte; "
                        r"expected those of PlanOptions \(bf16, fit_check, fit_only, fit_sizes, memory, "
                        r"progress, reserve, symmetric, target, timeout, workers\) or Training \(loss, model_fn, "
                        r"optimizer\)"):

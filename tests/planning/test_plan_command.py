@@ -71,7 +71,7 @@ def test_a_small_plan_with_max_size_and_plot(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
     assert "unet3d: depth 2, 2-4 filters, batch norm, 2 classes, Adam train step" in text
-    assert "train_step: 1x16x16x16x1 on 2 core(s), per core, budget 256.0 MiB per core" in text
+    assert "train_step: 1x16x16x16x1 on 2 cores, per core, budget 256.0 MiB per core" in text
     assert "Recommended [1,2,1,1,1]: fits 256MiB (" in text
     assert "Ranked on CPU peak bytes." in text
     assert "Figures marked 'fit' are predicted from compiles at 8^3, 16^3" in text
@@ -91,7 +91,7 @@ def test_a_tpu_generations_budget_says_its_reserve():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
-    assert ("train_step: 1x16x16x16x1 on 2 core(s), per core, budget v3: 16.0 GiB per core "
+    assert ("train_step: 1x16x16x16x1 on 2 cores, per core, budget v3: 16.0 GiB per core "
             "(one TensorCore), 14.4 GiB usable after a 10% reserve") in lines
     recommended = next(line for line in lines if line.startswith("Recommended"))
     assert re.match(r"Recommended \[1,2,1,1,1\]: fits v3 \([\d.]+ [KM]iB XLA:CPU peak per core, "
@@ -121,7 +121,7 @@ def test_a_tpu_budget_is_decided_by_the_tpu_compiler(tmp_path):
     assert "Recommended [1,2,1,1,1]: fits v5e (the TPU compiler accepted it; peak " in text
     assert "fewest cores for [1, 16, 16, 16, 1]: the TPU compiler for v5e" in text
     assert "Answer: 1 (1 compile, " in text
-    assert "compiling for TPU v5e (2 core(s)) with XLA's TPU compiler" in out.stderr
+    assert "compiling for TPU v5e (2 cores) with XLA's TPU compiler" in out.stderr
 
 
 @pytest.mark.slow
@@ -162,5 +162,5 @@ def test_a_time_limit_before_any_compile_ends_says_so_and_exits_1(tmp_path):
     )
     assert out.returncode == 1, out.stderr[-2000:]
     assert ("plan: the time limit of 1 s ended before any candidate of train_step on 1 "
-            "core(s) compiled. Fix: a larger timeout") in out.stderr
+            "core compiled. Fix: a larger timeout") in out.stderr
     assert not list(tmp_path.glob("*.json"))  # a stopped compile leaves no cache entry

@@ -105,15 +105,15 @@ def test_missing_and_extra_dict_keys_are_named():
     spec = [{"image": [1, 4, 1, 1], "imagemask": None}, None]
     with pytest.raises(
         ValueError,
-        match=r"features: spec keys do not match the inputs: missing key\(s\) 'image_mask'; "
-        r"unknown key\(s\) 'imagemask'\. Expected exactly the keys \['image', 'image_mask'\]",
+        match=r"features: spec keys do not match the inputs: missing 1 key 'image_mask'; "
+        r"1 unknown key 'imagemask'\. Expected exactly the keys \['image', 'image_mask'\]",
     ):
         validate((GUIDE_FEATURES, GUIDE_LABELS), spec, 4)
 
 
 def test_nested_missing_key_names_the_full_path():
     x = {"outer": {"a": spec_of(4), "b": spec_of(4)}}
-    with pytest.raises(ValueError, match=r"inputs\['outer'\]: spec keys .* missing key\(s\) 'b'"):
+    with pytest.raises(ValueError, match=r"inputs\['outer'\]: spec keys .* missing 1 key 'b'"):
         validate(x, {"outer": {"a": None}}, 2)
 
 
@@ -260,7 +260,7 @@ def test_num_cores_per_replica_types(n):
 
 def test_assign_core_out_of_range():
     with pytest.raises(
-        ValueError, match=r"labels: Assign\(4\) names logical core 4, but a replica has 4 core\(s\) \(0\.\.3\)"
+        ValueError, match=r"labels: Assign\(4\) names logical core 4, but a replica has 4 cores \(0\.\.3\)"
     ):
         validate((spec_of(2), spec_of(2)), [None, Assign(4)], 4)
 

@@ -86,8 +86,9 @@ def _host_layout(cores, num_replicas, num_hosts, topology):
             raise ValueError(
                 f"Emulator: num_hosts={num_hosts} but on {layout.slice_name} "
                 f"{plural(fed, 'replica')} of {plural(cores, 'core')} "
-                f"{'is' if fed == 1 else 'are'} fed by {plural(layout.num_hosts, 'host')}. Fix: leave num_hosts out when giving topology "
-                f"(it follows from the slice), or pass num_hosts={layout.num_hosts}."
+                f"{'is' if fed == 1 else 'are'} fed by {plural(layout.num_hosts, 'host')}. "
+                f"Fix: leave num_hosts out when giving topology (it follows from the slice), "
+                f"or pass num_hosts={layout.num_hosts}."
             )
         return layout
     num_replicas = 1 if num_replicas is None else num_replicas

@@ -26,7 +26,7 @@ def test_a_program_xla_rejects_is_a_compile_error_that_points_at_the_sharding(tr
     with pytest.raises(CompileError) as e:
         Program(traced_for_four_cores, num_partitions=2)
     text = str(e.value)
-    assert text.startswith("_four_way: XLA could not compile the step for 2 core(s): "
+    assert text.startswith("_four_way: XLA could not compile the step for 2 cores: "
                            "INVALID_ARGUMENT:")
     assert "device 2 >= num_devices (2)" in text
     assert text.endswith("Fix: check the sharding annotations (spatial_tf.split specs) against "
@@ -63,6 +63,6 @@ def test_failures_of_xla_or_the_machine_are_not_compile_errors(status):
 def test_rejections_without_a_sharding_do_not_blame_it(status):
     error = compile_error("step", 8, RuntimeError(f"{status}: Unsupported op Foo\nmore"))
     assert str(error) == (
-        f"step: XLA could not compile the step for 8 core(s): {status}: Unsupported op Foo. "
+        f"step: XLA could not compile the step for 8 cores: {status}: Unsupported op Foo. "
         f"Fix: the full XLA message is chained below; its metadata op_name names the "
         f"TensorFlow op of the instruction XLA rejected.")

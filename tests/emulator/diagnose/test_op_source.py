@@ -52,7 +52,7 @@ def _line(tag):
 def test_after_partition_friendly_each_convolution_is_traced_to_the_users_line():
     model = Net()
     model(tf.zeros([1, 16, 16, 2]))
-    with pytest.warns(UserWarning, match="keep TensorFlow's own gradient"):
+    with pytest.warns(UserWarning, match="keeps TensorFlow's own gradient"):
         changes = spatial_tf.layers.partition_friendly(model)
     # the strided and the transposed ones are ordered; the depthwise one is left as it is
     # (XLA partitions it without gathers) and counts as handled

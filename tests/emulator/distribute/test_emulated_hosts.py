@@ -172,8 +172,8 @@ def test_fewer_replicas_than_the_slice_holds_and_other_slices():
     (dict(topology="v9-32"), ValueError,
      r"unknown slice 'v9-32'\. Known slices: v2-8, .*Fix: use one of these names"),
     (dict(topology="v4-32", num_hosts=2), ValueError,
-     r"Emulator: num_hosts=2 but on v4-32 8 replica\(s\) of 2 core\(s\) are fed by 4 "
-     r"host\(s\)\. Fix: leave num_hosts out"),
+     r"Emulator: num_hosts=2 but on v4-32 8 replicas of 2 cores are fed by 4 "
+     r"hosts\. Fix: leave num_hosts out"),
     (dict(topology=32), TypeError,
      r"Emulator: topology is 32 \(int\); expected a slice name such as 'v4-32'"),
     (dict(topology="v4-32", num_replicas=9), ValueError, r"9"),
