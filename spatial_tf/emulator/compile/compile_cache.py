@@ -55,6 +55,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from spatial_tf.table import parse_size
 
 __all__ = ["ENV", "LIMIT_ENV", "DEFAULT_LIMIT", "directory", "key", "program_key",
+           "op_names", "renamed",
            "host_cpu", "load", "store", "load_bytes", "store_bytes", "Entry", "entries",
            "total_size", "clear", "limit"]
 
@@ -114,18 +115,53 @@ def host_cpu() -> str:
     return key(platform.machine(), platform.processor(), flags)[:16]
 
 
-def program_key(hlo: bytes, *parts) -> str:
+def program_key(hlo: bytes, *parts, metadata: bool = True) -> str:
     """``key`` of a serialized ``HloModuleProto`` and ``parts``, with the names that
     depend on the trace (TensorFlow names a module and its computations after the traced
     function and a counter, e.g. ``a_inference_step_246__``) left out, so the same step
-    traced again, in this process or another, has the same key."""
+    traced again, in this process or another, has the same key. ``metadata=False`` also
+    leaves out each instruction's metadata (the TensorFlow op name and source line it
+    came from: Keras numbers layers per process, ``sgd/Mul`` then ``sgd_1/Mul``), for
+    answers whose op names are put back afterwards (``op_names``, ``renamed``)."""
     from spatial_tf._tf_internals import hlo_pb2
 
     module = hlo_pb2.HloModuleProto.FromString(hlo)
     module.name, module.id, module.entry_computation_name = "", 0, ""
     for computation in module.computations:
         computation.name = ""
+        if not metadata:
+            for instruction in computation.instructions:
+                instruction.ClearField("metadata")
     return key(module.SerializeToString(deterministic=True), *parts)
+
+
+def op_names(hlo: bytes) -> List[str]:
+    """The TensorFlow op name of each instruction of a serialized ``HloModuleProto``, in
+    order: what ``renamed`` maps a stored answer's op names by."""
+    from spatial_tf._tf_internals import hlo_pb2
+
+    module = hlo_pb2.HloModuleProto.FromString(hlo)
+    return [i.metadata.op_name for c in module.computations for i in c.instructions]
+
+
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def renamed(text: str, stored: List[str], names: List[str]) -> str:
+    """``text`` (HLO text or a compiler message) with the op names of the program it was
+    stored for (``stored``) replaced by those of an identical program (``names``, the
+    same instructions in the same order).
+
+    >>> renamed('x = f32[] add(a, b), metadata={op_name="sgd/Mul"}', ["sgd/Mul"],
+    ...         ["sgd_1/Mul"])
+    'x = f32[] add(a, b), metadata={op_name="sgd_1/Mul"}'
+    """
+    if stored == names or len(stored) != len(names):
+        return text
+    mapping: dict = {}
+    for old, new in zip(stored, names):
+        mapping.setdefault(old, new)
+    return _OP_NAME.sub(lambda m: f'op_name="{mapping.get(m.group(1), m.group(1))}"', text)
 
 
 def load(entry: str) -> Optional[dict]:

@@ -305,8 +305,8 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
         raise ValueError(
             f"{name}: {table.plural(num_replicas, 'replica')} of "
             f"{table.plural(num_partitions, 'core')} {'does' if num_replicas == 1 else 'do'} "
-            f"not fit TPU {target.name}, which has {target.slice_cores} cores. Fix: a larger slice, e.g. "
-            f"target='{target.generation.name}', or fewer cores per replica.")
+            f"not fit TPU {target.name}, which has {target.slice_cores} cores. Fix: a larger "
+            f"slice, e.g. target='{target.generation.name}', or fewer cores per replica.")
     if has_float64(hlo):
         raise ValueError(
             f"{name}: the step computes in float64, which a TPU does not have, so it cannot "
@@ -316,14 +316,18 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     program = strip_copies(hlo)
     request = _request(target, num_partitions, num_replicas, free_in, propagate_out, fit_only)
     # libtpu's flags (LIBTPU_INIT_ARGS) change what it compiles: part of the answer's key
+    # op names left out of the key: the same program traced with other Keras layer
+    # numbers (a notebook and a guide) shares the answer, its op names put back
     entry = compile_cache.program_key(program, "tpu", json.dumps(request, sort_keys=True),
-                                      version, os.environ.get("LIBTPU_INIT_ARGS", ""))
-    result = compile_cache.load(entry)
+                                      version, os.environ.get("LIBTPU_INIT_ARGS", ""),
+                                      metadata=False)
+    names = compile_cache.op_names(program)
+    result = _load_renamed(entry, names)
     cached = result is not None
     if result is None:
         result = _compile_and_record(program, request, name, target, timeout, progress)
         if result["status"] in ("compiled", "out_of_memory"):
-            compile_cache.store(entry, result)
+            compile_cache.store(entry, {**result, "op_names": names})
     if result["status"] == "error":
         raise RuntimeError(
             f"{name}: XLA's TPU compiler (libtpu {version}) could not be started for TPU "
@@ -334,10 +338,21 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
         raise CompileError(
             f"{name}: the TPU compiler refused the step for TPU {target.name} "
             f"({table.plural(num_partitions, 'core')}): {first}. Fix: the same step would fail "
-            f"on that TPU; "
-            f"its metadata op_name names the TensorFlow op (the compiler's full message "
-            f"follows).\n{result['message']}", function=name)
+            f"on that TPU; its metadata op_name names the TensorFlow op (the compiler's full "
+            f"message follows).\n{result['message']}", function=name)
     return _program(result, target, num_partitions, version, cached, fit_only)
+
+
+def _load_renamed(entry, names):
+    """The stored answer for ``entry`` with its op names made this program's, or None."""
+    result = compile_cache.load(entry)
+    if result is None:
+        return None
+    stored = result.pop("op_names", names)
+    for field in ("hlo_text", "message"):
+        if isinstance(result.get(field), str):
+            result[field] = compile_cache.renamed(result[field], stored, names)
+    return result
 
 
 def _request(target, num_partitions, num_replicas, free_in, propagate_out, fit_only):

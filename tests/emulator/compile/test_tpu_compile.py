@@ -4,6 +4,7 @@ Compiles here are small (a few seconds each) or out of memory (under a second); 
 published full-size configurations are in benchmarks/tpu_published.py.
 """
 import os
+import re
 
 import keras
 import numpy as np
@@ -192,7 +193,7 @@ def test_libtpu_missing_or_mismatched_is_said_before_anything_runs(monkeypatch):
 
 def test_more_cores_than_the_slice_holds_are_refused(monkeypatch):
     monkeypatch.setattr(tpu_compile, "check_compiler", lambda name, target: "0.0.0")
-    with pytest.raises(ValueError, match="1 replica\\(s\\) of 8 cores do not fit TPU v5e-4, "
+    with pytest.raises(ValueError, match="1 replica of 8 cores does not fit TPU v5e-4, "
                                          "which has 4 cores"):
         compile_for_tpu(b"", 8, "v5e-4", name="step")
     with pytest.raises(ValueError, match="target='v4-8' has 4 cores, fewer than "
@@ -277,6 +278,47 @@ def test_a_second_compile_reads_the_cache_and_starts_no_compiler(kernel, monkeyp
         Emulator(2).compile(step, (tf.ones([1, 64, 64, 1]),), target="v6e")
 
 
+def _keras_step():
+    """A Keras train step; each call builds a new model, whose layers and optimizer
+    Keras numbers anew (``conv2d_3``, ``sgd_1``): the same program, other op names."""
+    model = keras.Sequential([keras.Input((32, 32, 1)), keras.layers.Conv2D(4, 3),
+                              keras.layers.GlobalAveragePooling2D()])
+    optimizer = keras.optimizers.SGD(0.1)
+    optimizer.build(model.trainable_variables)
+
+    def train_step(x):
+        x = spatial_tf.split(x, [1, 2, 1, 1])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                      model.trainable_variables))
+        return loss
+
+    return train_step, optimizer.name
+
+
+@needs_libtpu
+def test_the_same_program_with_other_op_names_shares_the_answer_with_its_own_names(
+        monkeypatch):
+    first_step, first = _keras_step()
+    second_step, second = _keras_step()
+    assert first != second  # what the test is about: Keras numbered them apart
+    x = (tf.ones([1, 32, 32, 1]),)
+    compiled = Emulator(2).compile(first_step, x, target="v5e")
+    assert not compiled.program.cached and f'op_name="{first}/' in compiled.program.hlo_text
+    monkeypatch.setattr(tpu_compile, "_run_worker", _no_worker)
+    again = Emulator(2).compile(second_step, x, target="v5e")
+    assert again.program.cached and again.memory() == compiled.memory()
+    assert f'op_name="{second}/' in again.program.hlo_text
+    assert f'op_name="{first}/' not in again.program.hlo_text
+    # no op name of the first program is left (the compiler adds names of its own)
+    named = set(re.findall(r'op_name="([^"]*)"', again.program.hlo_text))
+    others = set(compile_cache.op_names(compiled.traced.hlo)) - set(
+        compile_cache.op_names(again.traced.hlo))
+    assert others and named & set(compile_cache.op_names(again.traced.hlo))
+    assert not named & others
+
+
 @needs_libtpu
 def test_a_compile_past_its_time_limit_stops_and_caches_nothing(kernel, cache_folder):
     lowered = Emulator(2).lower(_conv_step(2, kernel), (tf.ones([1, 128, 128, 1]),))
@@ -354,7 +396,7 @@ def test_a_program_the_tpu_compiler_refuses_is_a_compile_error_naming_step_and_t
                         propagate_out=True)
     message = str(e.value)
     assert message.startswith("train_step: the TPU compiler refused the step for TPU v5e "
-                              "(2 core(s)): INVALID_ARGUMENT: ")
+                              "(2 cores): INVALID_ARGUMENT: ")
     assert "Invalid sharding" in message and "device 2 >= num_devices (2)" in message
     assert e.value.function == "train_step"
 
@@ -397,5 +439,5 @@ def test_several_replicas_compile_as_every_replica_of_the_pod(kernel):
     assert report.tpu["fits"] == {"partitioned": True, "unpartitioned": True}
     assert "all-reduce" in {c.kind for c in emulator.compile(
         step, (tf.ones([2, 64, 64, 1]),), target="v5e").collectives()}
-    with pytest.raises(ValueError, match="2 replica\\(s\\) of 2 cores do not fit TPU v5e-2"):
+    with pytest.raises(ValueError, match="2 replicas of 2 cores do not fit TPU v5e-2"):
         Emulator(2, num_replicas=2).compile(step, (tf.ones([2, 64, 64, 1]),), target="v5e-2")
