@@ -85,9 +85,12 @@ def _needs_jax(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:  # a notebook (run by nbmake) takes about half a minute here
+    for item in items:  # a notebook (run by nbmake) takes half a minute to three here
         if pathlib.Path(str(item.path)).suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)
+    # the notebooks first: collected last, they ran last and one worker finished them
+    # alone while the other waited; first, the short tests fill in around them
+    items.sort(key=lambda item: pathlib.Path(str(item.path)).suffix != ".ipynb")
     if not libtpu_available():
         no_libtpu = pytest.mark.skip(reason=LIBTPU_MISSING_REASON)
         for item in items:
