@@ -20,12 +20,13 @@ from typing import Optional, Tuple
 
 __all__ = ["LayerKind", "KINDS", "CHANGES", "REMEDIES", "kind_of", "remedy_for_op"]
 
-CHANGES = ("halo", "ordered", "unfuse", "keep", "none")
+CHANGES = ("halo", "ordered", "unfuse", "resize", "keep", "none")
 """What ``partition_friendly`` does to a kind: the halo form of a stride-1 convolution
 (``halo_conv``; one convolution per group for a grouped one; other settings ordered),
 TensorFlow's gradients ordered before the update (``update_order``), batch norm
-unfused, kept as it is with a ``Change`` saying why (its gradients keep the split),
-nothing (not even a ``Change``)."""
+unfused, a bilinear resize by 2 computed as ``spatial_tf.resize`` computes it, kept as
+it is with a ``Change`` saying why (its gradients keep the split), nothing (not even a
+``Change``)."""
 
 REMEDIES = ("convolution", "fused batch norm")
 """The remedies ``Emulator.report`` names for a gather at a kind's ops
@@ -72,6 +73,8 @@ KINDS: Tuple[LayerKind, ...] = (  # first match wins: subclasses before their ba
     LayerKind("transposed convolution", ("Conv2DTranspose", "Conv3DTranspose"), "ordered",
               ("Conv2DBackpropInput", "Conv3DBackpropInputV2", "Conv2DBackpropFilter",
                "Conv3DBackpropFilterV2", "Conv2D", "Conv3D"), "convolution", _ORDER),
+    LayerKind("resize", ("Resizing",), "resize", ("ResizeBilinear", "ResizeBilinearGrad"),
+              None, ("spatial_tf.resize",)),
     LayerKind("depthwise convolution", ("DepthwiseConv2D", "DepthwiseConv1D"), "keep",
               _DEPTHWISE_OPS, "convolution"),
     LayerKind("separable convolution", ("SeparableConv2D", "SeparableConv1D"), "ordered",

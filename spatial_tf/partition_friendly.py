@@ -500,6 +500,48 @@ def _other_conv(path, layer):
         handled=False)
 
 
+def _resizing(path, layer):
+    """Keras' ``Resizing``: a bilinear resize by exactly 2 or 1/2 on each axis computed by
+    ``spatial_tf.resize`` (the same values, no gather under a split); any other call
+    (another factor or interpolation, cropping or padding to the aspect ratio,
+    antialiasing) runs Keras' own."""
+    from spatial_tf import resize
+
+    name = type(layer).__name__
+    if (getattr(layer, "interpolation", None) != "bilinear"
+            or getattr(layer, "crop_to_aspect_ratio", False)
+            or getattr(layer, "pad_to_aspect_ratio", False)
+            or getattr(layer, "antialias", False)):
+        return Change(path, name, "unchanged", "only a plain bilinear resize by 2 is changed: "
+                      "other settings keep Keras' own (check Emulator.report for gathers)",
+                      handled=False), None
+    original = layer.call
+    size = (int(layer.height), int(layer.width))
+
+    def call(inputs, *args, **kwargs):
+        if (not tf.is_tensor(inputs) or inputs.shape.rank != 4 or None in inputs.shape[1:3]
+                or not inputs.dtype.is_floating
+                or getattr(layer, "data_format", "channels_last") != "channels_last"):
+            return original(inputs, *args, **kwargs)
+        (h, w), x = inputs.shape[1:3], inputs
+        for axis, (n, m) in enumerate(zip((h, w), size), start=1):
+            if m == 2 * n:
+                x = resize.double(x, [axis])
+            elif 2 * m == n:
+                x = resize.halve(x, [axis])
+            elif m != n:
+                return original(inputs, *args, **kwargs)
+        return tf.cast(x, layer.compute_dtype)
+
+    def apply():
+        layer.call = call
+        setattr(layer, _MARK, True)
+
+    return Change(path, name, f"{name}, by 2 as spatial_tf.resize.halve / double",
+                  "a bilinear resize by 2 is local: pairs averaged, or neighbours mixed "
+                  "with a one-voxel halo"), apply
+
+
 _RULES = {"halo": _conv, "ordered": _other_conv, "unfuse": _batch_norm, "keep": _keep,
-          "none": None}
+          "resize": _resizing, "none": None}
 """The plan maker for each ``layer_kinds.CHANGES`` entry."""

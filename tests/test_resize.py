@@ -96,3 +96,54 @@ def test_a_split_image_is_resized_without_a_gather():
     assert "all-gather" not in report.by_kind()
     np.testing.assert_allclose(emulator.run(ours, (x,)), emulator.run(tensorflows, (x,)),
                                rtol=1e-5)
+
+
+def _resizing_model(dtype="float32"):
+    inputs = keras.Input((16, 16, 4), dtype=dtype)
+    x = keras.layers.Conv2D(4, 3, padding="same", dtype=dtype)(inputs)
+    x = keras.layers.Resizing(8, 8, dtype=dtype)(x)            # halved
+    x = keras.layers.Resizing(16, 16, dtype=dtype)(x)          # doubled
+    x = keras.layers.Resizing(12, 16, dtype=dtype)(x)          # not by 2: Keras' own
+    return keras.Model(inputs, x)
+
+
+# Keras' Resizing computes in float32 whatever the layer's dtype (tf.image.resize), so
+# float64 agrees to float32 rounding; test_float64_equals_the_bilinear_formula is exact
+@pytest.mark.parametrize("dtype, atol", [("float64", 1e-6), ("float32", 1e-5)])
+def test_partition_friendly_resizing_gives_keras_values(dtype, atol):
+    model = _resizing_model(dtype)
+    x = tf.cast(_image((2, 16, 16, 4)), dtype)
+    before = model(x).numpy()
+    changes = spatial_tf.layers.partition_friendly(model, warn=False)
+    resized = [c for c in changes if c.before == "Resizing"]
+    assert len(resized) == 3 and all(c.changed and c.handled for c in resized)
+    assert resized[0].after == "Resizing, by 2 as spatial_tf.resize.halve / double"
+    np.testing.assert_allclose(model(x).numpy(), before, rtol=0, atol=atol)
+
+
+def test_partition_friendly_leaves_other_resizes_to_keras():
+    inputs = keras.Input((16, 16, 1))
+    x = keras.layers.Resizing(8, 8, interpolation="nearest")(inputs)
+    x = keras.layers.Resizing(4, 4, crop_to_aspect_ratio=True)(x)
+    changes = spatial_tf.layers.partition_friendly(keras.Model(inputs, x), warn=False)
+    assert [(c.after, c.handled) for c in changes] == [("unchanged", False)] * 2
+
+
+@pytest.mark.emulator
+def test_after_partition_friendly_a_split_resize_gathers_nothing():
+    inputs = keras.Input((32, 32, 8))
+    x = keras.layers.Conv2D(8, 3, padding="same")(inputs)
+    x = keras.layers.Resizing(32, 32)(keras.layers.Resizing(16, 16)(x))
+    model = keras.Model(inputs, x)
+    x = _image((1, 32, 32, 8)).numpy().astype(np.float32)
+
+    def step(x):
+        return tf.reduce_sum(model(spatial_tf.split(x, [1, 2, 2, 1])) ** 2)
+
+    emulator = Emulator(4)
+    before = emulator.report(step, (x,))
+    assert [w for w in before.warnings if "ResizeBilinear" in w]  # what the test is about
+    spatial_tf.layers.partition_friendly(model, warn=False)
+    after = emulator.report(step, (x,))
+    assert after.warnings == [], after.warnings
+    assert after.partitioned["temp"] < before.partitioned["temp"]
