@@ -48,7 +48,7 @@ _EXPORTS = {
 # imported on first use; a new subpackage only needs its name added here.
 _SUBPACKAGES = ("spec", "topology", "emulator", "models", "data", "layers", "losses",
                 "metrics", "train", "testing", "devices", "commands", "detection",
-                "planning", "viz")
+                "planning", "viz", "resize")
 
 __all__ = sorted(_EXPORTS) + list(_SUBPACKAGES)
 
