@@ -166,6 +166,24 @@ def budget(text: str) -> str:
 budget.__name__ = "budget"
 
 
+def tpu_compiler_decides(budget_text) -> bool:
+    """Whether ``--budget`` names a TPU generation or slice whose compiler (libtpu) is
+    installed, so that the TPU compiler, not the tile-padding estimate, answers; asked of
+    the installed packages without importing TensorFlow."""
+    import importlib.metadata
+
+    from spatial_tf.tpu_generations import generation
+
+    if budget_text is None:
+        return False
+    try:
+        importlib.metadata.version("libtpu")
+        generation(budget_text)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
+    return True
+
+
 def _int(text):
     try:
         return int(text)

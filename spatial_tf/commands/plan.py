@@ -172,24 +172,11 @@ def _check_scaling(parser, args, compiler):
 
 
 def _tpu_compiler_decides(args):
-    """Whether the budget names a TPU generation whose compiler (libtpu) is installed;
-    asked of the installed packages, as ``tpu_compile.libtpu_version`` does, without
-    importing TensorFlow."""
-    import importlib.metadata
+    """Whether the TPU compiler measures the plan: a TPU generation as ``--budget``, its
+    compiler installed, and the TPU memory basis."""
+    from spatial_tf.commands.options import tpu_compiler_decides
 
-    from spatial_tf.tpu_generations import generation
-
-    if args.budget is None or args.memory != "tpu":
-        return False
-    try:
-        importlib.metadata.version("libtpu")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    try:
-        generation(args.budget)
-    except ValueError:
-        return False
-    return True
+    return args.memory == "tpu" and tpu_compiler_decides(args.budget)
 
 
 def run(args):

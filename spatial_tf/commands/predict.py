@@ -205,6 +205,7 @@ def _auto_tile(record, shape, cores, budget, order=""):
     the tile-padding estimate; None when the whole volume fits. ``order``: what to say after a
     tile's shape (``_order``)."""
     from spatial_tf.commands import volumes
+    from spatial_tf.commands.options import tpu_compiler_decides
     from spatial_tf.commands.shared import default_spec
     from spatial_tf.commands.sizing import multiples
 
@@ -214,7 +215,7 @@ def _auto_tile(record, shape, cores, budget, order=""):
     def model_fn(input_shape):
         return volumes.build_model(record, tuple(input_shape[:3]))
 
-    largest = _compiled_cube if _compiler_decides(budget) else _estimated_cube
+    largest = _compiled_cube if tpu_compiler_decides(budget) else _estimated_cube
     edge, best, basis = largest(model_fn, shape, cores, budget, spec, step)
     if best is None or edge < step:
         found = "none" if best is None else f"edge {edge}"
@@ -230,19 +231,6 @@ def _auto_tile(record, shape, cores, budget, order=""):
           f"{plural(cores, 'core')} is {edge}^3 with {list(best.spec)}, by {basis})",
           file=sys.stderr, flush=True)
     return None if tile == tuple(shape) else tile
-
-
-def _compiler_decides(budget):
-    """Whether ``budget`` names a TPU generation whose compiler is installed."""
-    from spatial_tf.emulator.compile.tpu_compile import libtpu_version, tpu_target
-
-    if libtpu_version() is None:
-        return False
-    try:
-        tpu_target(budget)
-    except ValueError:
-        return False
-    return True
 
 
 def _compiled_cube(model_fn, shape, cores, budget, spec, step):
@@ -342,10 +330,9 @@ def _read_input(args, record):
     except ValueError as e:
         raise ValueError(f"argument --input: {e}") from None
     if image.ndim != 3:
-        raise ValueError(f"argument --input: {args.input} has shape "
-                         f"{data.stored_shape(args.input)}; expected a 3D volume (depth, "
-                         f"height, width). Fix: save one 3D volume per file (e.g. drop a "
-                         f"trailing axis of size 1 with numpy.squeeze)")
+        from spatial_tf.commands.sizing import not_3d
+
+        raise not_3d("--input", args.input, data.stored_shape(args.input))
     if ext not in ("dicom", ".npy"):
         space = (*data.readers.nifti_space(args.input), True)
     try:

@@ -27,8 +27,8 @@ spacing).
 import os
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["multiples", "training_shape", "eval_shape", "crop_problem", "volume_sizes",
-           "scan", "Scan", "describe"]
+__all__ = ["multiples", "not_3d", "training_shape", "eval_shape", "crop_problem",
+           "volume_sizes", "scan", "Scan", "describe"]
 
 Shape = Tuple[int, int, int]
 RAS_AXES = (0, 1, 2)
@@ -127,6 +127,14 @@ def scan(data: str, num_classes: int, spacing: Optional[Sequence[float]] = None,
     return Scan(sizes, [RAS_AXES] * len(sizes))
 
 
+def not_3d(option, path, stored_shape):
+    """The error for a file of ``option`` whose image is not one 3D volume (its shape as
+    stored)."""
+    return ValueError(f"argument {option}: {path} has shape {stored_shape}; expected a 3D "
+                      f"volume (depth, height, width). Fix: save one 3D volume per file (e.g. "
+                      f"drop a trailing axis of size 1 with numpy.squeeze)")
+
+
 def _mm(spacing):
     return "x".join(f"{s:g}" for s in spacing) + " mm"
 
@@ -147,10 +155,7 @@ def _pair_size(image_path, label_path, num_classes, spacing=None, nonfinite=None
     except ValueError as e:
         raise ValueError(f"argument --data: {e}") from None
     if image.ndim != 3:
-        raise ValueError(f"argument --data: {image_path} has shape "
-                         f"{in_file_order(image.shape, axes)}; expected a 3D volume (depth, "
-                         f"height, width). Fix: save one 3D volume per file (e.g. drop a "
-                         f"trailing axis of size 1 with numpy.squeeze)")
+        raise not_3d("--data", image_path, in_file_order(image.shape, axes))
     if labels.shape != image.shape:
         mine, its, note = _compared(label_path, labels.shape, image_path, image.shape, axes)
         raise ValueError(f"argument --data: {label_path} has shape {mine}; expected {its}, "

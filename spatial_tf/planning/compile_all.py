@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, Optional, Sequence
 
-__all__ = ["compile_all", "NotCompiled", "INTERRUPTED"]
+__all__ = ["compile_all", "compiles_text", "NotCompiled", "INTERRUPTED"]
 
 INTERRUPTED = "stopped by Ctrl-C"
 
@@ -81,6 +81,19 @@ def compile_all(jobs: Sequence[Any], run: Callable[[Any, Optional[float]], Any],
         if bar is not None:
             bar.close()
     return results
+
+
+def compiles_text(done) -> str:
+    """How many compiles ``done`` holds (anything with ``cached``) and how many of them
+    the compile cache answered: ``3 compiles``, ``1 compile, from cache``, ``2 compiles,
+    1 from cache``."""
+    from spatial_tf.table import plural
+
+    n, cached = len(done), sum(bool(d.cached) for d in done)
+    text = plural(n, "compile")
+    if cached:
+        text += ", from cache" if cached == n else f", {cached} from cache"
+    return text
 
 
 def _each(jobs, guarded, finished, workers):

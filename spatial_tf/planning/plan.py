@@ -31,7 +31,7 @@ import tensorflow as tf
 from spatial_tf.planning import candidates as candidates_lib
 from spatial_tf.planning.budgets import Budget, parse_budget
 from spatial_tf.planning.compile import compile_candidate
-from spatial_tf.planning.compile_all import NotCompiled, compile_all
+from spatial_tf.planning.compile_all import NotCompiled, compile_all, compiles_text
 from spatial_tf.steps import make_gradient_step, run_model, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
@@ -288,15 +288,12 @@ def _compiles(candidates):
         "not compiled: ")]
     if not done:
         return ""
-    cached = sum(c.cached for c in done)
     fresh = sorted(c.compile_seconds for c in done if not c.cached)
-    text = f": {len(done)} compile{'s' if len(done) != 1 else ''}"
-    if cached:
-        text += ", from cache" if not fresh else f", {cached} from cache"
+    text = ": " + compiles_text(done)
     if fresh:
         low, high = round(fresh[0]), round(fresh[-1])
         span = f"{low} s" if low == high else f"{low}-{high} s"
-        text += (", the others " if cached else ", ") + span + (" each" if len(fresh) > 1
+        text += (", the others " if len(fresh) < len(done) else ", ") + span + (" each" if len(fresh) > 1
                                                               else "")
     return text
 

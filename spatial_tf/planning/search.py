@@ -78,11 +78,9 @@ def _compiles(probes):
     >>> _compiles([Probe(1, (1,), (1,), True, 0, 1.0, cached=True)])
     '1 compile, from cache'
     """
-    n, cached = len(probes), sum(p.cached for p in probes)
-    text = f"{n} compile{'s' if n != 1 else ''}"
-    if cached:
-        text += ", from cache" if cached == n else f", {cached} from cache"
-    return text
+    from spatial_tf.planning.compile_all import compiles_text
+
+    return compiles_text(probes)
 
 
 def _probe(step_or_model, shape, cores, budget, spec, options, training):
