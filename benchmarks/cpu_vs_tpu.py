@@ -72,7 +72,7 @@ def main(argv=None):
     import spatial_tf
     from spatial_tf import planning
     from spatial_tf.emulator.compile.tpu_compile import libtpu_version
-    from spatial_tf.table import format_bytes, format_table
+    from spatial_tf.table import format_bytes, format_table, plural
 
     if libtpu_version() is None:
         print("libtpu is not installed: pip install 'spatial-tf[tpu-compile]'", file=sys.stderr)
@@ -89,7 +89,7 @@ def main(argv=None):
                 plan = spatial_tf.plan(model, shape, cores, specs=[spec], options=options)
                 c = plan.candidates[0]
                 peaks[(cores, basis)] = (c.peak(basis), c.tpu_fits)
-                print(f"{name} {cores} core(s) {basis}: {format_bytes(c.peak(basis))} "
+                print(f"{name} {plural(cores, 'core')} {basis}: {format_bytes(c.peak(basis))} "
                       f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
         for cores, spec in layouts:
             cpu, _ = peaks[(cores, "cpu")]

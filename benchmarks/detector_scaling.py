@@ -94,7 +94,7 @@ def main(argv=None):
     import spatial_tf
     from spatial_tf.detection import make_detection_train_step
     from spatial_tf.models import retinanet
-    from spatial_tf.table import format_bytes, format_table
+    from spatial_tf.table import format_bytes, format_table, plural
 
     rows, gathers, measured = [], [], {}
     for size in [int(s) for s in args.sizes.split(",")]:
@@ -136,7 +136,7 @@ def main(argv=None):
                                         format_bytes(c.bytes), c.shape, c.op_name or "(unnamed)"])
                 print(f"  {size} {spec} on {cores} cores: {time.perf_counter() - started:.0f} s; "
                       f"temp {format_bytes(report.partitioned['temp'])}, "
-                      f"{len(report.warnings)} activation-sized gather warning(s)", flush=True)
+                      f"{plural(len(report.warnings), 'activation-sized gather warning')}", flush=True)
     print()
     print(format_table(["size", "spec", "N", "temp/core", "peak/core", "E(N)",
                         "collectives: count / bytes per core"], rows,

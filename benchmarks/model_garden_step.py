@@ -112,7 +112,7 @@ def measure(size, cores, steps, data_path, batch_norm, target=None):
 
 def row(size, cores, batch_norm, steps, target=None):
     """The table row of one configuration (measured in this process)."""
-    from spatial_tf.table import format_bytes
+    from spatial_tf.table import format_bytes, plural
 
     with tempfile.TemporaryDirectory() as tmp:
         data_path = os.path.join(tmp, "train.tfrecord")
@@ -120,7 +120,7 @@ def row(size, cores, batch_norm, steps, target=None):
         report, trace_s, first_s, step_s, loss = measure(
             size, cores, steps, data_path, batch_norm, target)
     kinds = report.by_kind()
-    print(f"  {size}^3, {batch_norm}, {cores} core(s): loss {loss:.4f}, first call "
+    print(f"  {size}^3, {batch_norm}, {plural(cores, 'core')}: loss {loss:.4f}, first call "
           f"{first_s:.1f} s", file=sys.stderr, flush=True)
     for warning in report.warnings:  # where the split does not survive
         print(f"    {warning}", file=sys.stderr, flush=True)

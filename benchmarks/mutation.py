@@ -498,7 +498,7 @@ def main(argv=None):
         print("\nequivalent mutants (not counted):")
         for (file, source, what, column), reason in listed:
             print(f"  {file}: {what:<26} col {column:3d}  {source}\n      {reason}")
-    print(f"\n{len(mutants)} mutants in {elapsed / 60:.1f} min with {args.jobs} job(s)")
+    print(f"\n{len(mutants)} mutants in {elapsed / 60:.1f} min with {args.jobs} job{'' if args.jobs == 1 else 's'}")
     return 0 if score >= 0.95 else 1
 
 

@@ -42,7 +42,7 @@ def main(argv=None):
     import spatial_tf
     from spatial_tf import planning
     from spatial_tf.models import unet3d
-    from spatial_tf.table import format_bytes, format_table
+    from spatial_tf.table import format_bytes, format_table, plural
 
     fit_sizes = tuple(int(e) for e in args.fit_sizes.split(","))
     core_counts = [int(n) for n in args.cores.split(",")]
@@ -63,7 +63,7 @@ def main(argv=None):
                 fit_sizes=fit_sizes, fit_check=args.check if n == 8 else None,
                 model_fn=model_fn, workers=args.workers, progress=False)
             timings.append((title, n, time.perf_counter() - start, len(plan.candidates)))
-            print(f"  {title}, {n} core(s): planned in {timings[-1][2]:.0f} s", flush=True)
+            print(f"  {title}, {plural(n, 'core')}: planned in {timings[-1][2]:.0f} s", flush=True)
             for size in (128, 256):
                 at = plan if size == 128 else plan.at((1, size, size, size, 1))
                 best = at.recommended or min(at.candidates, key=lambda c: c.peak("tpu"))
@@ -116,7 +116,7 @@ def main(argv=None):
             checks, title="The fit against a direct compile it did not see (8 cores)"))
     print()
     for title, n, seconds, count in timings:
-        print(f"planner time: {title}, {n} core(s), {count} candidate(s): {seconds:.0f} s")
+        print(f"planner time: {title}, {plural(n, 'core')}, {plural(count, 'candidate')}: {seconds:.0f} s")
     return 0
 
 
