@@ -16,11 +16,16 @@ True
 938
 >>> generation("tpu7x").timing is None              # its MXU count is not published
 True
+>>> record, piece = parse("v4-8")                    # the suffix counts TensorCores on v4
+>>> record.name, piece.name, piece.devices
+('v4', 'v4-8', 4)
+>>> parse("v5litepod-8")[1].name, parse("v5e")[1]    # chips on v5e; no slice named
+('v5e-8', None)
 """
 import dataclasses
 from typing import Dict, Optional, Tuple
 
-__all__ = ["Generation", "Timing", "GENERATIONS", "generation", "names"]
+__all__ = ["Generation", "Timing", "SliceName", "GENERATIONS", "generation", "parse", "names"]
 
 GiB = 2**30
 
@@ -189,18 +194,64 @@ def names() -> str:
     return ", ".join(GENERATIONS)
 
 
-def generation(name: str) -> Generation:
-    """The record of generation ``name`` (case and aliases folded; a slice suffix such as
-    ``-8`` is ignored: ``"v3-8"`` is v3).
+@dataclasses.dataclass(frozen=True)
+class SliceName:
+    """A slice named by its generation and number (``v4-8``), read as Cloud TPU reads it:
+    the number counts what the generation's ``suffix_counts`` says (TensorCores or chips).
+
+    Attributes:
+      generation: the ``Generation`` record; suffix: the number after the dash.
+    """
+
+    generation: Generation
+    suffix: int
+
+    @property
+    def name(self) -> str:
+        """The canonical spelling: ``"v5e-8"`` for ``"v5litepod-8"``."""
+        return f"{self.generation.name}-{self.suffix}"
+
+    @property
+    def devices(self) -> int:
+        """The TPU devices TensorFlow sees in the slice (``v4-8``: 4, one per chip)."""
+        return self.generation.devices_in_slice(self.suffix)
+
+
+def parse(name: str) -> Tuple[Generation, Optional[SliceName]]:
+    """``name`` (a generation, an alias or a slice: ``"v3"``, ``"V5litepod-16"``) as its
+    generation record and, when it names a slice, that slice (else None).
 
     Raises:
-      ValueError: an unknown generation, naming the known ones.
+      TypeError: ``name`` is not a string.
+      ValueError: an unknown generation, or a slice number that is not a positive int.
     """
-    key = str(name).strip().lower()
-    found = _BY_NAME.get(key) or _BY_NAME.get(key.rsplit("-", 1)[0] if "-" in key else key)
+    if not isinstance(name, str):
+        raise TypeError(f"TPU name is {name!r} ({type(name).__name__}); expected a "
+                        f"generation or slice name such as 'v3' or 'v5e-8'. Fix: pass a string.")
+    key = name.strip().lower()
+    found = _BY_NAME.get(key)
+    if found is not None:
+        return found, None
+    stem, _, suffix = key.rpartition("-")
+    found = _BY_NAME.get(stem)
     if found is None:
         raise ValueError(
             f"unknown TPU generation {name!r}; expected one of {names()} (or a slice of "
             f"one, e.g. 'v3-8'). Fix: use one of these names."
         )
-    return found
+    if not suffix.isdigit() or int(suffix) < 1:
+        raise ValueError(
+            f"TPU slice {name!r}: the part after the dash is {suffix!r}; expected a positive "
+            f"number of {found.suffix_counts} (e.g. '{found.name}-8'). Fix: "
+            f"'{found.name}-8', or '{found.name}' for the generation alone.")
+    return found, SliceName(found, int(suffix))
+
+
+def generation(name: str) -> Generation:
+    """The record of generation ``name`` (case and aliases folded; a slice suffix such as
+    ``-8`` names the generation too: ``"v3-8"`` is v3). See ``parse``.
+
+    Raises:
+      ValueError: an unknown generation, naming the known ones.
+    """
+    return parse(name)[0]

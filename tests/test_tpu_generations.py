@@ -3,7 +3,7 @@ import pytest
 
 from spatial_tf.planning.budgets import HBM_PER_DEVICE, parse_budget
 from spatial_tf.topology.slices import SLICES
-from spatial_tf.tpu_generations import GENERATIONS, generation, names
+from spatial_tf.tpu_generations import GENERATIONS, generation, names, parse
 
 GiB = 2**30
 
@@ -92,3 +92,41 @@ def test_generations_without_published_timing_say_why(name):
     record = generation(name)
     assert record.timing is None and record.timing_missing
     assert set(PUBLISHED_TIMING) | {"v2", "v6e", "tpu7x"} == set(GENERATIONS)
+
+
+# Cloud TPU's accelerator types: (name, canonical slice, TensorFlow devices). v4/v5p
+# suffixes count TensorCores, two per megacore chip (one device); v5e/v6e count chips.
+SLICE_NAMES = [
+    ("v3-8", "v3-8", 8), ("V3-32", "v3-32", 32), ("v4-8", "v4-8", 4), ("v4-32", "v4-32", 16),
+    ("v5p-8", "v5p-8", 4), ("v5litepod-8", "v5e-8", 8), ("v5e-16", "v5e-16", 16),
+    ("v6e-4", "v6e-4", 4), ("trillium-8", "v6e-8", 8),
+]
+
+
+@pytest.mark.parametrize("name, canonical, devices", SLICE_NAMES)
+def test_a_slice_name_is_its_generation_and_its_devices(name, canonical, devices):
+    record, piece = parse(name)
+    assert piece.generation is record and piece.name == canonical
+    assert piece.devices == devices
+    assert generation(name) is record
+
+
+@pytest.mark.parametrize("name, canonical", [("v3", "v3"), (" V5LitePod ", "v5e"),
+                                             ("ironwood", "tpu7x")])
+def test_a_generation_name_has_no_slice(name, canonical):
+    record, piece = parse(name)
+    assert (record.name, piece) == (canonical, None)
+
+
+@pytest.mark.parametrize("name, error, message", [
+    ("v9-8", ValueError, "unknown TPU generation 'v9-8'; expected one of v2, v3, v4, v5e"),
+    ("v4-0", ValueError, "TPU slice 'v4-0': the part after the dash is '0'; expected a "
+                         "positive number of TensorCores \\(e.g. 'v4-8'\\)"),
+    ("v5e-x", ValueError, "the part after the dash is 'x'; expected a positive number of "
+                          "chips \\(e.g. 'v5e-8'\\). Fix: 'v5e-8', or 'v5e' for the generation"),
+    ("v3-", ValueError, "the part after the dash is ''"),
+    (8, TypeError, "TPU name is 8 \\(int\\); expected a generation or slice name"),
+])
+def test_bad_tpu_names_are_refused_with_the_fix(name, error, message):
+    with pytest.raises(error, match=message):
+        parse(name)

@@ -21,7 +21,7 @@ import numbers
 from typing import Any, Optional
 
 from spatial_tf.table import parse_size
-from spatial_tf.tpu_generations import GENERATIONS, generation
+from spatial_tf.tpu_generations import GENERATIONS, Generation, SliceName, parse
 
 __all__ = ["Budget", "parse_budget", "HBM_PER_DEVICE", "RESERVE_FRACTION", "GiB"]
 
@@ -48,6 +48,8 @@ class Budget:
       reserve: the fraction of ``device_bytes`` held back.
       name: e.g. ``"v3"``, ``"v3-8"`` or ``"16GiB"``.
       device: what one core is on that generation (None for plain sizes).
+      generation: the TPU generation's record (None for plain sizes); ``slice``: the
+        named slice (``tpu_generations.SliceName``), or None.
     """
 
     usable: int
@@ -55,6 +57,8 @@ class Budget:
     reserve: float
     name: str
     device: Optional[str] = None
+    generation: Optional[Generation] = None
+    slice: Optional[SliceName] = None
 
     def __str__(self):
         """The budget and, for a TPU generation or a reserve, where ``usable`` comes from:
@@ -111,22 +115,15 @@ def parse_budget(value: Any, reserve: Optional[float] = None) -> Budget:
         if count <= 0:
             raise ValueError(f"budget is {value!r}; expected a positive size. Fix: {_FIX}")
         return _make(count, reserve or 0.0, value.strip())
-    record = _generation_of(value)
-    if record is None:
-        raise ValueError(f"budget is {value!r}; expected a size or a TPU generation or slice. "
-                         f"Fix: {_FIX}")
+    try:
+        record, piece = parse(value)
+    except ValueError as e:
+        raise ValueError(f"budget is {value!r}; expected a size or a TPU generation or slice "
+                         f"({str(e).split('; ', 1)[0]}). Fix: {_FIX}") from None
     device_bytes, device = HBM_PER_DEVICE[record.name]
     budget = _make(device_bytes, RESERVE_FRACTION if reserve is None else reserve,
                    value.strip().lower())
-    return dataclasses.replace(budget, device=device)
-
-
-def _generation_of(value):
-    """The generation record a budget string names (``"v3"``, ``"v3-8"``), or None."""
-    try:
-        return generation(value)
-    except ValueError:
-        return None
+    return dataclasses.replace(budget, device=device, generation=record, slice=piece)
 
 
 def _make(device_bytes, reserve, name):

@@ -465,7 +465,8 @@ def _none_compiled(found, name, num_cores, shape, timeout):
 def _target(options, budget):
     """The ``TpuTarget`` whose compiler measures the candidates, or None (see
     ``PlanOptions.target``)."""
-    from spatial_tf.emulator.compile.tpu_compile import check_compiler, libtpu_version, tpu_target
+    from spatial_tf.emulator.compile.tpu_compile import (TpuTarget, check_compiler,
+                                                          libtpu_version, tpu_target)
 
     if options.memory != "tpu" or options.target is None:
         return None
@@ -473,9 +474,11 @@ def _target(options, budget):
         target = tpu_target(options.target)
         check_compiler("plan", target)
         return target
-    if budget is None or budget.device is None or options.fit_sizes is not None:
+    if budget is None or budget.generation is None or options.fit_sizes is not None:
         return None
-    return tpu_target(budget.name) if libtpu_version() is not None else None
+    if libtpu_version() is None:
+        return None
+    return TpuTarget(budget.generation, budget.slice.suffix if budget.slice else None)
 
 
 def _check_step_or_model(step_or_model):

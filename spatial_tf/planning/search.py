@@ -23,6 +23,7 @@ import dataclasses
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from spatial_tf.checks import CORE_COUNTS
 from spatial_tf.planning.budgets import parse_budget
 from spatial_tf.planning.candidates import candidate_specs, check_shape
 from spatial_tf.planning.options import PlanOptions, Training
@@ -30,7 +31,6 @@ from spatial_tf.table import plural
 
 __all__ = ["Probe", "Search", "search_fewest_cores", "search_largest_edge", "edge_search"]
 
-CORE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 @dataclasses.dataclass(frozen=True)

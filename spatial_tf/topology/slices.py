@@ -47,7 +47,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from spatial_tf.tpu_generations import generation as tpu_generation
+from spatial_tf.tpu_generations import generation as tpu_generation, parse
 
 __all__ = ["SliceShape", "SLICES", "ALIASES", "SyntheticTopology", "canonical_name", "synthetic"]
 
@@ -130,15 +130,24 @@ ALIASES = {
 }
 
 
+# (canonical generation, suffix) -> SLICES key: every spelling ``tpu_generations.parse``
+# reads (v5e-8, v5litepod-8, V5Lite-8) finds the same slice
+_BY_GENERATION = {(parse(key)[0].name, parse(key)[1].suffix): key for key in SLICES}
+
+
 def canonical_name(name: str) -> Optional[str]:
     """The ``SLICES`` key for ``name`` (case and aliases folded), or None if unknown.
 
     >>> canonical_name("v5e-8"), canonical_name("V3-8"), canonical_name("v9-8")
     ('v5litepod-8', 'v3-8', None)
+    >>> canonical_name("v5lite-4"), canonical_name("v3"), canonical_name("v3-12")
+    ('v5litepod-4', None, None)
     """
-    key = name.strip().lower()
-    key = ALIASES.get(key, key)
-    return key if key in SLICES else None
+    try:
+        record, piece = parse(name)
+    except ValueError:
+        return None
+    return None if piece is None else _BY_GENERATION.get((record.name, piece.suffix))
 
 
 class SyntheticTopology(tf.tpu.experimental.Topology):

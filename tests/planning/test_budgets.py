@@ -43,6 +43,13 @@ def test_reserve_overrides():
     assert parse_budget(budget) is budget
 
 
+def test_a_tpu_budget_keeps_its_generation_and_slice():
+    budget = parse_budget("V5litepod-16")
+    assert (budget.generation.name, budget.slice.name, budget.slice.devices) == ("v5e", "v5e-16", 16)
+    assert parse_budget("v4").slice is None and parse_budget("v4").generation.name == "v4"
+    assert parse_budget("2GiB").generation is None and parse_budget("2GiB").slice is None
+
+
 @pytest.mark.parametrize("value, message", [
     ("v9", "budget is 'v9'; expected a size or a TPU generation or slice"),
     ("16 parsecs", "budget is '16 parsecs'; expected a size unit among"),
@@ -50,6 +57,8 @@ def test_reserve_overrides():
     (0, "budget is 0; expected a positive number of bytes"),
     (-5, "budget is -5; expected a positive number of bytes"),
     ("0GiB", "budget is '0GiB'; expected a positive size"),
+    ("v3-x", "budget is 'v3-x'; expected a size or a TPU generation or slice (TPU slice "
+             "'v3-x': the part after the dash is 'x')"),
 ])
 def test_unparsable_budgets_name_value_expected_and_fix(value, message):
     with pytest.raises(ValueError) as e:

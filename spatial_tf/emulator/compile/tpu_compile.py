@@ -41,11 +41,11 @@ from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
 from spatial_tf.emulator.compile import compile_cache, compile_times
 from spatial_tf.emulator.compile.errors import CompileError
 from spatial_tf.emulator.compile.executable import with_peak
-from spatial_tf.tpu_generations import Generation, generation
+from spatial_tf.tpu_generations import Generation, parse
 
-__all__ = ["TpuTarget", "tpu_target", "TpuProgram", "compile_for_tpu", "libtpu_version",
-           "compiler_name", "TpuCompilerUnavailable", "TpuCompileTimeout", "strip_copies",
-           "INSTALL_HINT"]
+__all__ = ["TpuTarget", "tpu_target", "check_target", "TpuProgram", "compile_for_tpu",
+           "libtpu_version", "compiler_name", "TpuCompilerUnavailable", "TpuCompileTimeout",
+           "strip_copies", "INSTALL_HINT"]
 
 INSTALL_HINT = 'pip install "spatial-tf[tpu-compile]"'
 # XLA ExecutableBuildOptions fields for TPU compiles, as JSON (e.g. '{"exec_time_
@@ -108,12 +108,8 @@ def tpu_target(value) -> TpuTarget:
     if not isinstance(value, str):
         raise TypeError(f"target is {value!r}; expected a TPU generation or slice name such "
                         f"as 'v3' or 'v5e-8'. Fix: target='v3'.")
-    record = generation(value)
-    suffix = value.strip().rsplit("-", 1)[-1] if "-" in value else ""
-    if suffix and not suffix.isdigit():
-        raise ValueError(f"target {value!r}: expected a generation or a slice such as "
-                         f"'{record.name}-8'. Fix: target='{record.name}'.")
-    return TpuTarget(record, int(suffix) if suffix else None)
+    record, piece = parse(value)
+    return TpuTarget(record, piece.suffix if piece else None)
 
 
 def libtpu_version() -> Optional[str]:
@@ -141,6 +137,25 @@ def _libtpu_wanted() -> Optional[str]:
         if match and "tpu" in line.split(";", 1)[-1]:
             return match.group(1)
     return None
+
+
+def check_target(name: str, target, num_partitions: int, num_replicas: int = 1):
+    """``target`` as a ``TpuTarget`` and the libtpu version, after the checks every TPU
+    compile needs: libtpu installed and matching jax (``check_compiler``), and the
+    replicas' cores within the named slice.
+
+    Raises:
+      TpuCompilerUnavailable, ValueError: naming ``name``, the target and the fix.
+    """
+    target = tpu_target(target)
+    version = check_compiler(name, target)
+    if target.slice_cores and num_partitions * num_replicas > target.slice_cores:
+        raise ValueError(
+            f"{name}: {table.plural(num_replicas, 'replica')} of "
+            f"{table.plural(num_partitions, 'core')} {'does' if num_replicas == 1 else 'do'} "
+            f"not fit TPU {target.name}, which has {target.slice_cores} cores. Fix: a larger "
+            f"slice, e.g. target='{target.generation.name}', or fewer cores per replica.")
+    return target, version
 
 
 def check_compiler(name: str, target: TpuTarget) -> str:
@@ -299,14 +314,7 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
       CompileError: the TPU compiler refused the program (its message, first line).
       TpuCompileTimeout: the compile ran past ``timeout``.
     """
-    target = tpu_target(target)
-    version = check_compiler(name, target)
-    if target.slice_cores and num_partitions * num_replicas > target.slice_cores:
-        raise ValueError(
-            f"{name}: {table.plural(num_replicas, 'replica')} of "
-            f"{table.plural(num_partitions, 'core')} {'does' if num_replicas == 1 else 'do'} "
-            f"not fit TPU {target.name}, which has {target.slice_cores} cores. Fix: a larger "
-            f"slice, e.g. target='{target.generation.name}', or fewer cores per replica.")
+    target, version = check_target(name, target, num_partitions, num_replicas)
     if has_float64(hlo):
         raise ValueError(
             f"{name}: the step computes in float64, which a TPU does not have, so it cannot "

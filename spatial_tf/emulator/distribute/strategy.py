@@ -385,16 +385,9 @@ def _checked_target(target, cores):
     anything long runs."""
     if target is None:
         return None
-    from spatial_tf.emulator.compile.tpu_compile import check_compiler, tpu_target
+    from spatial_tf.emulator.compile.tpu_compile import check_target
 
-    checked = tpu_target(target)
-    check_compiler("Emulator", checked)
-    if checked.slice_cores and cores > checked.slice_cores:
-        raise ValueError(
-            f"Emulator: target={target!r} has {checked.slice_cores} cores, fewer than "
-            f"num_cores_per_replica={cores}. Fix: a larger slice, or "
-            f"target={checked.generation.name!r}.")
-    return checked
+    return check_target("Emulator", target, cores)[0]
 
 
 class _FunctionKey:

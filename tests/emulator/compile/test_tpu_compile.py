@@ -61,7 +61,8 @@ def test_targets_fold_aliases_and_keep_slice_sizes(name, expected):
 
 @pytest.mark.parametrize("value, message", [
     ("v9", "unknown TPU generation 'v9'; expected one of v2, v3, v4, v5e, v5p, v6e, tpu7x"),
-    ("v3-big", "target 'v3-big': expected a generation or a slice such as 'v3-8'"),
+    ("v3-big", "TPU slice 'v3-big': the part after the dash is 'big'; expected a positive "
+               "number of TensorCores"),
 ])
 def test_unknown_targets_are_refused_with_the_known_ones(value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
@@ -196,8 +197,9 @@ def test_more_cores_than_the_slice_holds_are_refused(monkeypatch):
     with pytest.raises(ValueError, match="1 replica of 8 cores does not fit TPU v5e-4, "
                                          "which has 4 cores"):
         compile_for_tpu(b"", 8, "v5e-4", name="step")
-    with pytest.raises(ValueError, match="target='v4-8' has 4 cores, fewer than "
-                                         "num_cores_per_replica=8"):
+    with pytest.raises(ValueError, match="Emulator: 1 replica of 8 cores does not fit TPU "
+                                         "v4-8, which has 4 cores. Fix: a larger slice, e.g. "
+                                         "target='v4'"):
         Emulator(8, target="v4-8")  # megacore: 8 TensorCores are 4 TensorFlow devices
 
 
