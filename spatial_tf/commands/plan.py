@@ -266,9 +266,10 @@ def _searches(args, planning, model, shape, budget, result, training):
     answer (a cube or a core count that fits)."""
     answered = True
     if args.max_size and result.tpu_source:
+        multiple = 2 ** (args.depth - 1)   # the U-Net's pooling needs edges of its multiples
+        edges = range(multiple, 16 * max(shape[1:-1]) + 1, multiple)
         found = planning.search_largest_edge(model, shape, args.cores[0], budget.name,
-                                             multiple=2 ** (args.depth - 1),
-                                             training=training)
+                                             edges=edges, training=training)
         print(f"\n{found}")
         answered = found.answer is not None
     elif args.max_size:

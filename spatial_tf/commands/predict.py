@@ -244,7 +244,7 @@ def _compiled_cube(model_fn, shape, cores, budget, spec, step):
     top = -(-max(shape) // step) * step
     found = planning.search_largest_edge(
         model_fn((step,) * 3 + (1,)), (1, step, step, step, 1), cores, budget, spec=spec,
-        multiple=step, high=top, training=planning.Training(model_fn=model_fn))
+        edges=range(step, top + 1, step), training=planning.Training(model_fn=model_fn))
     best = found.plan.recommended if found.plan is not None else None
     return found.answer or 0, best, found.source
 

@@ -313,6 +313,18 @@ def _pixels(pydicom: Any, path: str) -> np.ndarray:
         ) from e
 
 
+def _ras_affine(first, step):
+    """The RAS+ affine of the stacked array from the first slice's geometry and the step
+    between slices (DICOM's patient axes are LPS)."""
+    orientation, (row_spacing, column_spacing) = first["orientation"], first["pixel_spacing"]
+    lps = np.eye(4)
+    lps[:3, 0] = orientation[:3] * column_spacing   # array axis 0: along a row
+    lps[:3, 1] = orientation[3:] * row_spacing      # array axis 1: down a column
+    lps[:3, 2] = step
+    lps[:3, 3] = first["position"]
+    return _LPS_TO_RAS @ lps
+
+
 def read_dicom_series(directory: Union[str, os.PathLike], *,
                       series_uid: Optional[str] = None) -> DicomVolume:
     """The DICOM series in ``directory`` as a ``DicomVolume``: the slices stacked along the
@@ -361,14 +373,7 @@ def read_dicom_series(directory: Union[str, os.PathLike], *,
     slices = [(path, _geometry(path, header)) for path, header in files]
     _check_alike(uid, slices)
     paths, step = _order(uid, slices, _single_step(files[0][1]))
-    first = dict(slices)[paths[0]]
-    orientation, (row_spacing, column_spacing) = first["orientation"], first["pixel_spacing"]
-    lps = np.eye(4)
-    lps[:3, 0] = orientation[:3] * column_spacing   # array axis 0: along a row
-    lps[:3, 1] = orientation[3:] * row_spacing      # array axis 1: down a column
-    lps[:3, 2] = step
-    lps[:3, 3] = first["position"]
-    affine = _LPS_TO_RAS @ lps
+    affine = _ras_affine(dict(slices)[paths[0]], step)
     pydicom = _pydicom()
     array = np.stack([_pixels(pydicom, path).T for path in paths], axis=-1)
     spacing = tuple(float(s) for s in np.linalg.norm(affine[:3, :3], axis=0))

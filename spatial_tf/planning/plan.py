@@ -416,13 +416,8 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
     options, training = from_keywords(options, training, deprecated)
     num_cores = check_num_cores_per_replica(num_cores_per_replica)
     budget = parse_budget(budget, options.reserve) if budget is not None else None
-    is_model = _check_step_or_model(step_or_model)
-    tree = input_specs(inputs, is_model)
-    volume = volume_of(tree)
+    is_model, tree, volume = _checked_inputs(step_or_model, inputs, options, training)
     shape = tuple(int(d) for d in volume.shape)
-    if is_model:
-        _check_model_rank(step_or_model, volume)
-        _check_fit_model(step_or_model, options, training)
     if specs is None:
         specs = candidates_lib.candidate_specs(shape, num_cores, symmetric=options.symmetric)
     specs = [_check_spec(s, shape, num_cores) for s in specs]
@@ -460,6 +455,18 @@ def _none_compiled(found, name, num_cores, shape, timeout):
         f"shapes, ops with XLA kernels). Fix: run it once with spatial_tf.Emulator("
         f"{num_cores}).run(...) to see the full error, and change the op it names."
     )
+
+
+def _checked_inputs(step_or_model, inputs, options, training):
+    """Whether ``step_or_model`` is a Keras model, the input specs and the volume's spec,
+    checked against the model (its input rank, what ``fit`` needs)."""
+    is_model = _check_step_or_model(step_or_model)
+    tree = input_specs(inputs, is_model)
+    volume = volume_of(tree)
+    if is_model:
+        _check_model_rank(step_or_model, volume)
+        _check_fit_model(step_or_model, options, training)
+    return is_model, tree, volume
 
 
 def _target(options, budget):

@@ -21,6 +21,7 @@ cached like any other compile.
 """
 import dataclasses
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from spatial_tf.checks import CORE_COUNTS
@@ -157,17 +158,19 @@ def search_fewest_cores(step_or_model: Any, shape: Sequence[int], budget: Any, *
 
 def search_largest_edge(step_or_model: Any, shape: Sequence[int], num_cores: int,
                         budget: Any, *, spec: Optional[Sequence[int]] = None,
-                        multiple: int = 1, high: Optional[int] = None,
-                        options: Optional[PlanOptions] = None,
-                        training: Optional[Training] = None) -> Search:
-    """The largest cube edge (a multiple of ``multiple``, up to ``high``) whose volume
-    ``shape`` (its batch and channels kept, every spatial axis that edge) the TPU
-    compiler fits on ``num_cores`` cores with ``spec`` (default: the planner's first
-    candidate at each size). A Keras model of fixed input size needs
-    ``training.model_fn``. ``high`` defaults to 16 times the given edge.
+                        edges: Optional[range] = None, options: Optional[PlanOptions] = None,
+                        training: Optional[Training] = None, **deprecated: Any) -> Search:
+    """The largest cube edge among ``edges`` whose volume ``shape`` (its batch and
+    channels kept, every spatial axis that edge) the TPU compiler fits on ``num_cores``
+    cores with ``spec`` (default: the planner's first candidate at each size). ``edges``
+    is a ``range`` of multiples of its step, e.g. ``range(64, 1025, 64)``; by default
+    every edge up to 16 times the given one. A Keras model of fixed input size needs
+    ``training.model_fn``. (``multiple=``/``high=`` of earlier releases still work, with
+    a ``DeprecationWarning``: ``edges=range(multiple, high + 1, multiple)``.)
     """
     start = time.perf_counter()
     shape = check_shape(shape, "search_largest_edge")
+    multiple, high = _edge_range(edges, deprecated)
     options = _options(options, budget)
     training = training or Training()
     rank = len(shape) - 2
@@ -195,6 +198,27 @@ def search_largest_edge(step_or_model: Any, shape: Sequence[int], num_cores: int
     return Search(f"largest cube on {plural(num_cores, 'core')}", low, plan, probes,
                   plan.tpu_source if plan is not None else _source(options),
                   time.perf_counter() - start)
+
+
+def _edge_range(edges, deprecated):
+    """``(multiple, high)`` from ``edges`` (a range) or the earlier keywords."""
+    unknown = sorted(set(deprecated) - {"multiple", "high"})
+    if unknown:
+        raise TypeError(f"search_largest_edge: unexpected keyword argument {unknown[0]!r}; "
+                        f"expected spec, edges, options or training. Fix: remove it.")
+    if deprecated:
+        multiple, high = deprecated.get("multiple", 1), deprecated.get("high")
+        warnings.warn(f"search_largest_edge(..., {', '.join(f'{k}=' for k in deprecated)}) is "
+                      f"deprecated; pass edges=range({multiple}, {high} + 1, {multiple}).",
+                      DeprecationWarning, stacklevel=3)
+        return multiple, high
+    if edges is None:
+        return 1, None
+    if not isinstance(edges, range) or edges.step < 1 or not len(edges) \
+            or edges.start % edges.step:
+        raise ValueError(f"search_largest_edge: edges is {edges!r}; expected a non-empty "
+                         f"range of multiples of its step. Fix: e.g. edges=range(64, 1025, 64).")
+    return edges.step, edges[-1]
 
 
 def edge_search(at: Callable[[int], Tuple[bool, int]], multiple: int, top: int,

@@ -70,8 +70,8 @@ def test_nothing_fits_gives_no_answer(step):
 
 
 def test_largest_edge_closes_on_a_fitting_edge_with_the_next_refused(step):
-    found = planning.search_largest_edge(step, (1, 1024, 1024, 8), 2, "v5e", multiple=1024,
-                                         high=16384)
+    found = planning.search_largest_edge(step, (1, 1024, 1024, 8), 2, "v5e",
+                                         edges=range(1024, 16385, 1024))
     edge = found.answer
     assert edge is not None and edge % 1024 == 0
     verdicts = {p.shape[1]: p.fits for p in found.probes}
@@ -87,3 +87,21 @@ def test_a_search_needs_a_tpu_to_compile_for(step):
     with pytest.raises(ValueError, match="search: no TPU to compile for; expected a budget "
                                          "naming a TPU generation"):
         planning.search_fewest_cores(step, SHAPE, None)
+
+
+@pytest.mark.parametrize("edges", [range(64, 0, 64), range(10, 100, 64), [64, 128], range(64, 1, -1)])
+def test_edges_must_be_a_range_of_multiples_of_its_step(edges):
+    with pytest.raises(ValueError, match=r"search_largest_edge: edges is .*; expected a "
+                                         r"non-empty range of multiples of its step"):
+        planning.search_largest_edge(lambda x: x, (1, 64, 64, 1), 2, "v5e", edges=edges)
+
+
+def test_earlier_keywords_warn_and_unknown_ones_are_refused():
+    from spatial_tf.planning.search import _edge_range
+
+    with pytest.warns(DeprecationWarning, match=r"pass edges=range\(8, 64 \+ 1, 8\)"):
+        assert _edge_range(None, {"multiple": 8, "high": 64}) == (8, 64)
+    assert _edge_range(range(16, 129, 16), {}) == (16, 128)
+    assert _edge_range(None, {}) == (1, None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'top'"):
+        planning.search_largest_edge(lambda x: x, (1, 64, 64, 1), 2, "v5e", top=64)

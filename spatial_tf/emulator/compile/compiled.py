@@ -206,19 +206,18 @@ class TpuCompiledStep(_ProgramText):
 
     def _compile(self, num_partitions):
         from spatial_tf.emulator.compile import _xla, replicas
-        from spatial_tf.emulator.compile.tpu_compile import compile_for_tpu
+        from spatial_tf.emulator.compile.tpu_compile import Propagation, Waiting, compile_for_tpu
 
         traced = self.traced
         num_replicas = self.lowered.num_replicas  # every replica's program, as on the pod
         hlo = replicas.prepare(traced.hlo, num_replicas)
         first_capture = len(traced.arg_specs)
-        free_in, propagate_out = _xla.propagation(
+        propagation = Propagation(*_xla.propagation(
             hlo, num_replicas, range(first_capture, first_capture + len(traced.captures)),
-            [r for r, _ in traced.writes])
+            [r for r, _ in traced.writes]))
         return compile_for_tpu(hlo, num_partitions, self.target, name=traced.name,
-                               free_in=free_in, propagate_out=propagate_out,
-                               timeout=self._timeout, num_replicas=num_replicas,
-                               fit_only=self.fit_only)
+                               num_replicas=num_replicas, propagation=propagation,
+                               waiting=Waiting(self._timeout), fit_only=self.fit_only)
 
     @property
     def fits(self) -> bool:

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Optional
+from typing import NamedTuple, Optional, Sequence
 
 from spatial_tf import table
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
@@ -44,6 +44,7 @@ from spatial_tf.emulator.compile.executable import with_peak
 from spatial_tf.tpu_generations import Generation, parse
 
 __all__ = ["TpuTarget", "tpu_target", "check_target", "TpuProgram", "compile_for_tpu",
+           "Propagation", "Waiting",
            "libtpu_version", "compiler_name", "TpuCompilerUnavailable", "TpuCompileTimeout",
            "strip_copies", "INSTALL_HINT"]
 
@@ -292,19 +293,33 @@ def has_float64(hlo: bytes) -> bool:
                for c in module.computations for i in c.instructions)
 
 
+class Propagation(NamedTuple):
+    """Which parameters (``free_in``) and whether the results (``propagate_out``) take
+    the shardings XLA propagates (``_xla.propagation`` finds them)."""
+
+    free_in: Sequence[bool] = ()
+    propagate_out: bool = False
+
+
+class Waiting(NamedTuple):
+    """How a TPU compile is waited for: ``timeout`` seconds before it is stopped (None:
+    no limit); ``progress``: a line on stderr while it runs (None: a ticking line when
+    stderr is a terminal, otherwise one line when it starts)."""
+
+    timeout: Optional[float] = None
+    progress: Optional[bool] = None
+
+
 def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "step",
-                    free_in=(), propagate_out: bool = False, timeout: Optional[float] = None,
-                    progress: Optional[bool] = None, num_replicas: int = 1,
-                    fit_only: bool = False) -> TpuProgram:
+                    num_replicas: int = 1, propagation: Propagation = Propagation(),
+                    waiting: Waiting = Waiting(), fit_only: bool = False) -> TpuProgram:
     """Compile serialized ``hlo`` for ``num_partitions`` cores of ``target`` with the TPU
     compiler (once per program, target and libtpu version: later calls read the cache),
     for ``num_replicas`` replicas (a program with cross-replica sums needs them all;
     memory figures are per core either way).
 
-    ``free_in``/``propagate_out``: which parameters and whether results take the
-    shardings XLA propagates (``_xla.propagation``). ``timeout``: seconds before the
-    compile is stopped. ``progress``: a line on stderr while the compiler runs (default:
-    when stderr is a terminal, a ticking line; otherwise a line when it starts).
+    ``propagation``: the shardings XLA may choose (``Propagation``); ``waiting``: the
+    time limit and progress line (``Waiting``).
     ``fit_only``: compile at XLA's lowest memory-fitting effort (``FIT_ONLY_OPTIONS``),
     for the verdict and memory only (the program has no step time).
 
@@ -312,7 +327,7 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
       TpuCompilerUnavailable: no libtpu, or one that does not match jax.
       ValueError: float64 in the program, or more cores than the slice holds.
       CompileError: the TPU compiler refused the program (its message, first line).
-      TpuCompileTimeout: the compile ran past ``timeout``.
+      TpuCompileTimeout: the compile ran past ``waiting.timeout``.
     """
     target, version = check_target(name, target, num_partitions, num_replicas)
     if has_float64(hlo):
@@ -322,7 +337,7 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
             f"for the CPU emulator only, with no target; give the TPU target a float32 or "
             f"bfloat16 step.")
     program = strip_copies(hlo)
-    request = _request(target, num_partitions, num_replicas, free_in, propagate_out, fit_only)
+    request = _request(target, num_partitions, num_replicas, *propagation, fit_only)
     # libtpu's flags (LIBTPU_INIT_ARGS) change what it compiles: part of the answer's key
     # op names left out of the key: the same program traced with other Keras layer
     # numbers (a notebook and a guide) shares the answer, its op names put back
@@ -333,7 +348,7 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     result = _load_renamed(entry, names)
     cached = result is not None
     if result is None:
-        result = _compile_and_record(program, request, name, target, timeout, progress)
+        result = _compile_and_record(program, request, name, target, *waiting)
         if result["status"] in ("compiled", "out_of_memory"):
             compile_cache.store(entry, {**result, "op_names": names})
     if result["status"] == "error":

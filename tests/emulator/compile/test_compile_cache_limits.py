@@ -215,7 +215,7 @@ def test_a_full_disk_still_gives_the_compilers_answer(folder, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "replace", full)
-    program = tpu_compile.compile_for_tpu(b"", 1, "v5e", progress=False)
+    program = tpu_compile.compile_for_tpu(b"", 1, "v5e", waiting=tpu_compile.Waiting(progress=False))
     assert program.fits and program.memory["temp"] == 3 and not program.cached
     # no entry, no temporary file (the record of compile times is appended, not replaced)
     assert [n for n in _names(folder) if n != compile_cache.TIMES_FILE] == []

@@ -394,8 +394,8 @@ def test_a_program_the_tpu_compiler_refuses_is_a_compile_error_naming_step_and_t
     traced = Emulator(4).lower(lambda x: tf.reduce_sum(spatial_tf.split(x, [1, 4]) ** 2),
                                (tf.ones([4, 8]),)).traced
     with pytest.raises(spatial_tf.emulator.CompileError) as e:
-        compile_for_tpu(traced.hlo, 2, "v5e", name="train_step", free_in=[True],
-                        propagate_out=True)
+        compile_for_tpu(traced.hlo, 2, "v5e", name="train_step",
+                        propagation=tpu_compile.Propagation([True], True))
     message = str(e.value)
     assert message.startswith("train_step: the TPU compiler refused the step for TPU v5e "
                               "(2 cores): INVALID_ARGUMENT: ")
