@@ -37,6 +37,7 @@ _EXPORTS = {
     "auto": "spatial_tf.strategy",
     "TPUUnavailableError": "spatial_tf.strategy",
     "TPUError": "spatial_tf.strategy",
+    "Error": "spatial_tf.error",
     "describe": "spatial_tf.topology",
     "Emulator": "spatial_tf.emulator",
     "CompileError": "spatial_tf.emulator.compile.errors",

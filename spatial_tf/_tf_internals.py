@@ -32,6 +32,8 @@ from typing import Any, Callable, List
 
 import tensorflow as tf
 
+from spatial_tf.error import Error
+
 __all__ = [
     "VERIFIED_TF_VERSIONS",
     "MODULES",
@@ -101,7 +103,7 @@ TPU_EXTENDED_ATTRIBUTES = {
 }
 
 
-class TensorFlowInternalsError(ImportError):
+class TensorFlowInternalsError(Error, ImportError):
     """A TensorFlow internal spatial_tf relies on is missing from the installed TensorFlow."""
 
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from spatial_tf._tf_internals import TPULayout, record_tpu_layout
 from spatial_tf.context import EmulatedLayout
+from spatial_tf.error import Error
 from spatial_tf.table import plural
 from spatial_tf.topology.assignment import (
     check_exactly_one,
@@ -49,7 +50,7 @@ _TPU_ENV = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG")
 _LOCAL_TPU_DEVICES = ("/dev/accel*", "/dev/vfio/[0-9]*")  # v2-v4 / v5e and later TPU VMs
 
 
-class TPUUnavailableError(RuntimeError):
+class TPUUnavailableError(Error, RuntimeError):
     """No TPU here: none was found, it could not be reached, or none answered in time.
 
     ``runtime_changed`` is True when the failure came after connecting this process's
@@ -68,7 +69,7 @@ class TPUUnavailableError(RuntimeError):
         self.reason = reason or message.split(" Fix:")[0].rstrip(".")
 
 
-class TPUError(RuntimeError):
+class TPUError(Error, RuntimeError):
     """A TPU is there but failed (busy, not ready, version mismatch, a bug): no fallback."""
 
 

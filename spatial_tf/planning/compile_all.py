@@ -19,12 +19,14 @@ import sys
 import time
 from typing import Any, Callable, Dict, Optional, Sequence
 
+from spatial_tf.error import Error
+
 __all__ = ["compile_all", "compiles_text", "NotCompiled", "INTERRUPTED"]
 
 INTERRUPTED = "stopped by Ctrl-C"
 
 
-class NotCompiled(Exception):
+class NotCompiled(Error):
     """A candidate whose compile did not run or finish (``reason``: why not)."""
 
     def __init__(self, reason: str):

@@ -37,6 +37,8 @@ from typing import NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from spatial_tf.error import Error
+
 __all__ = ["Checkpointer", "CheckpointMismatchError", "CheckpointUnreadableError",
            "ReadableCheckpoint", "newest_readable"]
 
@@ -46,11 +48,11 @@ _POINTER_LINE = re.compile(r'^\s*model_checkpoint_path:\s*"([^"]+)"\s*$', re.M)
 _READ_ERRORS = (tf.errors.OpError, ValueError, IndexError, UnicodeDecodeError)
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(Error, ValueError):
     """The model dir holds a checkpoint of another model."""
 
 
-class CheckpointUnreadableError(ValueError):
+class CheckpointUnreadableError(Error, ValueError):
     """The model dir holds checkpoint files, but no checkpoint among them can be read."""
 
 

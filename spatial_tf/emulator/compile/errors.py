@@ -12,10 +12,12 @@ out of the step function.
 """
 import re
 
+from spatial_tf.error import Error
+
 __all__ = ["CompileError", "from_tensorflow_error", "dynamic_shape_error"]
 
 
-class CompileError(ValueError):
+class CompileError(Error, ValueError):
     """The step function cannot be compiled by XLA; ``op_type`` / ``op_name`` say where."""
 
     def __init__(self, message, function=None, op_type=None, op_name=None):

@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Tuple
 
 from spatial_tf.emulator.diagnose.hlo_text import INSTRUCTION, KINDS, computations
 from spatial_tf.emulator.diagnose.hlo_text import collectives as read_collectives
+from spatial_tf.error import Error
 from spatial_tf.tpu_generations import Generation, generation
 
 __all__ = ["StepTime", "step_time", "NoStepTime", "COMPUTE_PARTS", "SOURCE",
@@ -64,7 +65,7 @@ _HOST = {"infeed": "infeed (the input pipeline's transfers to the device)",
          "send-done": "host sends", "recv-done": "host receives"}
 
 
-class NoStepTime(ValueError):
+class NoStepTime(Error, ValueError):
     """No step time can be given (the reason says why); nothing is estimated instead."""
 
 

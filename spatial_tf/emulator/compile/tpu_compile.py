@@ -41,6 +41,7 @@ from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
 from spatial_tf.emulator.compile import compile_cache, compile_times
 from spatial_tf.emulator.compile.errors import CompileError
 from spatial_tf.emulator.compile.executable import with_peak
+from spatial_tf.error import Error
 from spatial_tf.tpu_generations import Generation, parse
 
 __all__ = ["TpuTarget", "tpu_target", "check_target", "TpuProgram", "compile_for_tpu",
@@ -63,11 +64,11 @@ LOG_ENV = "SPATIAL_TF_TPU_COMPILER_LOG"
 SOURCE = "the TPU compiler (XLA:TPU in libtpu, compile-only)"
 
 
-class TpuCompilerUnavailable(ImportError):
+class TpuCompilerUnavailable(Error, ImportError):
     """libtpu is not installed, or not the version the installed jax was built for."""
 
 
-class TpuCompileTimeout(TimeoutError):
+class TpuCompileTimeout(Error, TimeoutError):
     """The TPU compiler did not finish within the time limit; nothing was cached."""
 
 

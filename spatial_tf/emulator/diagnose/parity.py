@@ -34,6 +34,7 @@ from spatial_tf.emulator.compile import replicas
 from spatial_tf.emulator.compile.errors import CompileError
 from spatial_tf.emulator.diagnose.report import display_name
 from spatial_tf.emulator.compile.trace import CallSignature
+from spatial_tf.error import Error
 from spatial_tf.table import format_table
 
 __all__ = ["compare", "Comparison", "Difference", "ParityError", "TOLERANCES"]
@@ -53,7 +54,7 @@ FLOAT64_NOISE_FACTOR = 100.0
 _EPS_RATIO = float(np.finfo(np.float64).eps / np.finfo(np.float32).eps)
 
 
-class ParityError(AssertionError):
+class ParityError(Error, AssertionError):
     """Raised by ``compare(..., raise_on_mismatch=True)``; ``.comparison`` has the table."""
 
     def __init__(self, comparison):
