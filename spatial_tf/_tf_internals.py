@@ -38,6 +38,7 @@ __all__ = [
     "VERIFIED_TF_VERSIONS",
     "MODULES",
     "TPU_EXTENDED_ATTRIBUTES",
+    "inbound_nodes",
     "TensorFlowInternalsError",
     "xla_sharding",
     "xla_data_pb2",
@@ -360,3 +361,9 @@ def missing_internals(strategy: Any = None) -> List[str]:
             if not hasattr(strategy.extended, name)
         ]
     return missing
+
+
+def inbound_nodes(layer: Any) -> List[Any]:
+    """The nodes of a Keras layer: one per call in a functional model, each with its
+    ``input_tensors`` (Keras keeps them in ``layer._inbound_nodes``; [] when never called)."""
+    return list(getattr(layer, "_inbound_nodes", None) or ())

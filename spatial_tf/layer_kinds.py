@@ -24,11 +24,11 @@ CHANGES = ("halo", "ordered", "unfuse", "resize", "keep", "none")
 """What ``partition_friendly`` does to a kind: the halo form of a stride-1 convolution
 (``halo_conv``; one convolution per group for a grouped one; other settings ordered),
 TensorFlow's gradients ordered before the update (``update_order``), batch norm
-unfused, a bilinear resize by 2 computed as ``spatial_tf.resize`` computes it, kept as
+unfused, a resize by integer factors computed as ``spatial_tf.resize`` computes it, kept as
 it is with a ``Change`` saying why (its gradients keep the split), nothing (not even a
 ``Change``)."""
 
-REMEDIES = ("convolution", "fused batch norm")
+REMEDIES = ("convolution", "fused batch norm", "resize")
 """The remedies ``Emulator.report`` names for a gather at a kind's ops
 (``spatial_tf/emulator``'s ``remedies``)."""
 
@@ -73,8 +73,11 @@ KINDS: Tuple[LayerKind, ...] = (  # first match wins: subclasses before their ba
     LayerKind("transposed convolution", ("Conv2DTranspose", "Conv3DTranspose"), "ordered",
               ("Conv2DBackpropInput", "Conv3DBackpropInputV2", "Conv2DBackpropFilter",
                "Conv3DBackpropFilterV2", "Conv2D", "Conv3D"), "convolution", _ORDER),
-    LayerKind("resize", ("Resizing",), "resize", ("ResizeBilinear", "ResizeBilinearGrad"),
-              None, ("spatial_tf.resize",)),
+    LayerKind("resize", ("Resizing", "UpSampling2D", "UpSampling3D"), "resize",
+              ("ResizeBilinear", "ResizeBilinearGrad", "ResizeNearestNeighbor",
+               "ResizeNearestNeighborGrad", "ResizeArea", "ScaleAndTranslate",
+               "ScaleAndTranslateGrad"), "resize",
+              ("spatial_tf.resize", "spatial_tf.resize_layers")),
     LayerKind("depthwise convolution", ("DepthwiseConv2D", "DepthwiseConv1D"), "keep",
               _DEPTHWISE_OPS, "convolution"),
     LayerKind("separable convolution", ("SeparableConv2D", "SeparableConv1D"), "ordered",

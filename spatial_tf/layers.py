@@ -27,6 +27,16 @@ form, and stride-1 convolutions compute their kernel gradient as ``HaloConv*D`` 
 (``spatial_tf.partition_friendly``). ``unfuse_batch_norm(model)`` does the first part only;
 ``keep_gradients_whole(optimizer)`` (or ``partition_friendly(model, optimizer=...)``) makes
 an optimizer keep the gradients whole on every core, like the weights.
+
+``FrameConv2D``, ``FrameMaxPooling2D``, ``FrameAveragePooling2D`` and ``FrameResizing``
+apply a 2D layer to each frame of a clip ``(batch, frames, height, width, channels)``
+without folding the frames into the batch, so a split of the frames stays local
+(``spatial_tf.per_frame``); ``FrameConv2D.from_conv2d(conv)`` converts a ``Conv2D``.
+
+``LocalResizing`` / ``LocalUpSampling2D`` / ``LocalUpSampling3D`` are Keras' ``Resizing``
+/ ``UpSampling2D`` / ``UpSampling3D`` by integer factors (bilinear, nearest, area), the
+same values computed so that XLA keeps the split (``spatial_tf.resize``);
+``partition_friendly`` computes Keras' own layers so where the factors are integers.
 """
 import keras
 
@@ -40,13 +50,22 @@ from spatial_tf.partition_friendly import (
     partition_friendly,
     unfuse_batch_norm,
 )
+from spatial_tf.per_frame import (
+    FrameAveragePooling2D,
+    FrameConv2D,
+    FrameMaxPooling2D,
+    FrameResizing,
+)
+from spatial_tf.resize_layers import LocalResizing, LocalUpSampling2D, LocalUpSampling3D
 from spatial_tf.spec import PartialTile, Replicate, Tile
 
 frames.register_exclusion(__file__)  # the user's line is never here
 
 __all__ = ["Split", "HaloConv2D", "HaloConv3D", "MaskedBatchNormalization",
+           "LocalResizing", "LocalUpSampling2D", "LocalUpSampling3D",
            "partition_friendly", "Change", "changed_layers", "unfuse_batch_norm",
-           "keep_gradients_whole"]
+           "keep_gradients_whole", "FrameConv2D", "FrameMaxPooling2D",
+           "FrameAveragePooling2D", "FrameResizing"]
 
 
 @keras.saving.register_keras_serializable(package="spatial_tf")

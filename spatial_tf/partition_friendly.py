@@ -24,6 +24,11 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
   (``spatial_tf.halo_conv.conv_by_groups``), each in the forms above. A depthwise one
   (``DepthwiseConv2D``, or ``groups`` equal to the channels) keeps the split as it is.
 
+- XLA gathers TensorFlow's resize ops (Keras' ``Resizing``, ``UpSampling2D`` with
+  bilinear interpolation) whole on every core. By integer factors, ``Resizing``,
+  ``UpSampling2D`` and ``UpSampling3D`` are computed as ``spatial_tf.resize`` computes
+  them (the same values); other settings are left, the ``Change`` saying what to change.
+
 Which Keras classes are of which kind is ``spatial_tf.layer_kinds``' table.
 
 ``partition_friendly(model)`` changes all three in place, on the layer objects the model (or a
@@ -501,45 +506,22 @@ def _other_conv(path, layer):
 
 
 def _resizing(path, layer):
-    """Keras' ``Resizing``: a bilinear resize by exactly 2 or 1/2 on each axis computed by
-    ``spatial_tf.resize`` (the same values, no gather under a split); any other call
-    (another factor or interpolation, cropping or padding to the aspect ratio,
-    antialiasing) runs Keras' own."""
-    from spatial_tf import resize
+    """Keras' ``Resizing``, ``UpSampling2D`` and ``UpSampling3D`` by integer factors,
+    computed as ``spatial_tf.resize`` computes them (the same values, no gather under a
+    split); other settings keep Keras' own, the ``Change`` saying what to change
+    (``spatial_tf.resize_layers.replacement``)."""
+    from spatial_tf.resize_layers import replacement
 
     name = type(layer).__name__
-    if (getattr(layer, "interpolation", None) != "bilinear"
-            or getattr(layer, "crop_to_aspect_ratio", False)
-            or getattr(layer, "pad_to_aspect_ratio", False)
-            or getattr(layer, "antialias", False)):
-        return Change(path, name, "unchanged", "only a plain bilinear resize by 2 is changed: "
-                      "other settings keep Keras' own (check Emulator.report for gathers)",
-                      handled=False), None
-    original = layer.call
-    size = (int(layer.height), int(layer.width))
-
-    def call(inputs, *args, **kwargs):
-        if (not tf.is_tensor(inputs) or inputs.shape.rank != 4 or None in inputs.shape[1:3]
-                or not inputs.dtype.is_floating
-                or getattr(layer, "data_format", "channels_last") != "channels_last"):
-            return original(inputs, *args, **kwargs)
-        (h, w), x = inputs.shape[1:3], inputs
-        for axis, (n, m) in enumerate(zip((h, w), size), start=1):
-            if m == 2 * n:
-                x = resize.double(x, [axis])
-            elif 2 * m == n:
-                x = resize.halve(x, [axis])
-            elif m != n:
-                return original(inputs, *args, **kwargs)
-        return tf.cast(x, layer.compute_dtype)
+    found = replacement(layer)
+    if found.call is None:
+        return Change(path, name, "unchanged", found.why, handled=False), None
 
     def apply():
-        layer.call = call
+        layer.call = found.call
         setattr(layer, _MARK, True)
 
-    return Change(path, name, f"{name}, by 2 as spatial_tf.resize.halve / double",
-                  "a bilinear resize by 2 is local: pairs averaged, or neighbours mixed "
-                  "with a one-voxel halo"), apply
+    return Change(path, name, found.after, found.why), apply
 
 
 _RULES = {"halo": _conv, "ordered": _other_conv, "unfuse": _batch_norm, "keep": _keep,

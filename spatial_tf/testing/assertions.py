@@ -57,8 +57,9 @@ def assert_no_activation_gather(emulator, step, args=(), kwargs=None, *,
 
     Runs ``emulator.report``: no all-gather or all-to-all of at least
     ``gather_threshold_bytes`` per core (default: an eighth of the smallest per-core
-    piece of a split argument). Returns the ``Report``; raises ``AssertionError`` with
-    the report's warnings and tables.
+    piece of a split argument), nor frames of that size taken one at a time from a split
+    axis and sent to every core (Keras' ``TimeDistributed``). Returns the ``Report``;
+    raises ``AssertionError`` with the report's warnings and tables.
     """
     __tracebackhide__ = True
     _check_emulator(emulator, "assert_no_activation_gather")

@@ -2,14 +2,14 @@
 
 >>> line = ('  %all-gather.3 = f32[2,16,8]{2,1,0} all-gather(%p), channel_id=3, '
 ...         'dimensions={1}, metadata={op_type="Conv2D" op_name="model/conv/Conv2D"}')
->>> [(c.kind, c.shape, c.bytes, c.op_name) for c in collectives(line)]
-[('all-gather', 'f32[2,16,8]', 1024, 'model/conv/Conv2D')]
+>>> [(c.kind, c.shape, c.bytes, c.op_name, c.dimensions) for c in collectives(line)]
+[('all-gather', 'f32[2,16,8]', 1024, 'model/conv/Conv2D', (1,))]
 >>> shape_bytes("(f32[3,3], bf16[4])")
 44
 """
 import dataclasses
 import re
-from typing import Dict
+from typing import Dict, Tuple
 
 __all__ = ["Collective", "collectives", "computations", "shape_bytes", "dims", "tuple_elements", "KINDS",
            "GATHER_KINDS", "element_bytes", "arrays", "INSTRUCTION"]
@@ -41,17 +41,21 @@ _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
 _CALLS = re.compile(r"calls=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _OPERAND = re.compile(r"%([\w.\-]+)")
+_DIMENSIONS = re.compile(r"\bdimensions=\{([\d,]*)\}")
 
 
 @dataclasses.dataclass(frozen=True)
 class Collective:
-    """One collective instruction of the partitioned program (sizes are per core)."""
+    """One collective instruction of the partitioned program (sizes are per core);
+    ``dimensions``: the axes an all-gather gathers (an all-to-all exchanges), as XLA
+    prints them, () for other kinds or where not printed."""
 
     kind: str
     name: str
     shape: str
     bytes: int
     op_name: str
+    dimensions: Tuple[int, ...] = ()
 
 
 def element_bytes(dtype):
@@ -233,8 +237,19 @@ def collectives(hlo_text):
         else:
             continue
         found.append(Collective(kind, m.group("name"), shape, shape_bytes(shape),
-                                own.group(1) if own else _operand_name(line, m, named)))
+                                own.group(1) if own else _operand_name(line, m, named),
+                                _dimensions(line, kind)))
     return found
+
+
+def _dimensions(line, kind):
+    """The ``dimensions={...}`` of an all-gather or all-to-all line, else ().
+
+    >>> _dimensions("%g = f32[2,4]{1,0} all-gather(%p), dimensions={1}", "all-gather")
+    (1,)
+    """
+    found = _DIMENSIONS.search(line) if kind in GATHER_KINDS else None
+    return tuple(int(d) for d in found.group(1).split(",") if d) if found else ()
 
 
 def _operand_name(line, match, named):

@@ -4,7 +4,9 @@
 the reason for the gather and the concrete remedy for the TensorFlow op behind it
 (``op_source.Source``): ``partition_friendly(model)`` for batch norm and stride-1
 convolutions, the ``spatial_tf.losses`` function with the same call for Keras' cross
-entropy, the split that keeps a reshape contiguous, or the general advice.
+entropy, the split that keeps a reshape contiguous, what makes a resize local, a
+per-frame layer or another split for frames folded into the batch (``folds``), or the
+general advice.
 
 >>> merged_axes([2, 32, 32, 4], [2, 4096])
 [1, 2, 3]
@@ -14,7 +16,7 @@ entropy, the split that keeps a reshape contiguous, or the general advice.
 from typing import List, Optional, Sequence, Tuple
 
 from spatial_tf import layer_kinds
-from spatial_tf.emulator.diagnose import op_source
+from spatial_tf.emulator.diagnose import folds, op_source
 
 __all__ = ["explain", "merged_axes", "contiguous_spec", "is_kernel_piece"]
 
@@ -73,6 +75,14 @@ _RESHAPE = (
     "reshape after the loss instead)."
 )
 
+_RESIZE = (
+    "XLA has no partitioned form of TensorFlow's {op}, so it reassembles the whole image "
+    "on every core{problem}. Fix: {fix}spatial_tf.layers.partition_friendly(model) "
+    "computes Keras' Resizing, UpSampling2D and UpSampling3D by integer factors without "
+    "the gather (the same values), and spatial_tf.resize.resize(x, size, method) does in "
+    "your own code."
+)
+
 _KERNEL = (
     "this is a convolution's kernel {kernel} (or its gradient), not an activation: XLA "
     "tiled it along its window axes to match the split input, padded to the cores, and "
@@ -106,9 +116,11 @@ _RESHAPE_BATCH = (
 
 
 def explain(kind: str, source, num_cores: int, op_name: str = "",
-            shape: Sequence[int] = (), variables: Sequence[Sequence[int]] = ()) -> str:
+            shape: Sequence[int] = (), variables: Sequence[Sequence[int]] = (),
+            gathered_axes: Sequence[int] = ()) -> str:
     """The reason and fix for a ``kind`` collective of a ``shape`` tensor at ``source``
-    (None: unknown op); ``variables``: the shapes of the step's variables."""
+    (None: unknown op); ``variables``: the shapes of the step's variables;
+    ``gathered_axes``: the axes an all-gather gathers (XLA's ``dimensions``)."""
     kernel = next((v for v in variables if len(v) >= 3 and is_kernel_piece(shape, v, num_cores)
                    and _may_hold(source, v)), None)
     if kernel is not None:
@@ -116,12 +128,17 @@ def explain(kind: str, source, num_cores: int, op_name: str = "",
     if source is None:
         return FUSED_BATCH_NORM if "FusedBatchNorm" in op_name else GENERIC[kind]
     op = source.op
+    frame = folds.frame_remedy(op, num_cores)  # x[:, i] of a split axis (TimeDistributed)
+    if frame is not None:
+        return frame
     along = _along_axis(op)
     if along is not None:
         return along
     remedy = layer_kinds.remedy_for_op(op.type)  # which layer kind made it
     if remedy == "fused batch norm":
         return FUSED_BATCH_NORM
+    if remedy == "resize":
+        return _resize(op)
     if remedy == "convolution":
         level = _level_and_window(op)
         if level is not None and any(1 < s < 2 * w for s, w in zip(*level) if w > 1):
@@ -139,11 +156,67 @@ def explain(kind: str, source, num_cores: int, op_name: str = "",
             return GENERIC[kind]
         axes = merged_axes(before, after)
         if axes and axes[0] == 0 and before[0] > 1:
-            return _RESHAPE_BATCH.format(axes=axes, shape=before)
+            fold = folds.fold_remedy(op, num_cores, shape, gathered_axes)  # frames into batch
+            return fold or _RESHAPE_BATCH.format(axes=axes, shape=before)
         spec = contiguous_spec(before, after, num_cores) if axes else None
         if spec is not None:
             return _RESHAPE.format(axes=axes, shape=before, spec=spec)
     return GENERIC[kind]
+
+
+def _resize(op) -> str:
+    """The reason and fix for a gather at a TensorFlow resize op (or its gradient): an
+    antialiased, corner-aligned or non-integer resize has no local form, say which."""
+    from spatial_tf.resize import factor_hint
+
+    def attr(name):
+        return _attribute(op, name)
+
+    problem, fix = "", ""
+    if op.type.startswith("ScaleAndTranslate"):
+        problem = ": it antialiases (antialias=True), a filter wider than the factor"
+        fix = "drop antialias=True (it changes nothing when upsampling); then "
+    elif attr("align_corners") or attr("half_pixel_centers") is False:
+        how = ("aligns corners (align_corners=True)" if attr("align_corners") else
+               "samples from the corners (half_pixel_centers=False, tf.compat.v1's)")
+        problem = f": it {how}, which no local form computes"
+        fix = ("resize with half-pixel centres (tf.image.resize, Keras' Resizing: their "
+               "default) by integer factors; then ")
+    else:
+        sizes = _resize_sizes(op)
+        hints = [(axis, factor_hint(n, m)) for axis, (n, m) in sizes.items()]
+        bad = [(axis, hint) for axis, hint in hints if hint]
+        if bad:
+            axis, hint = bad[0]
+            head, tail = hint.split(": ", 1)
+            problem = f": along the {axis}, {head}, which no local form computes"
+            fix = f"{tail}; then "
+        elif sizes:
+            factors = ", ".join(f"{axis} {'x' if m >= n else '1/'}{max(m // n, n // m)}"
+                                for axis, (n, m) in sizes.items())
+            problem = f" (here a resize by integer factors: {factors})"
+    name = op.type[:-len("Grad")] if op.type.endswith("Grad") else op.type
+    return _RESIZE.format(op=name, problem=problem, fix=fix)
+
+
+def _attribute(op, name):
+    try:
+        return op.get_attr(name)
+    except (ValueError, AttributeError):
+        return None
+
+
+def _resize_sizes(op) -> dict:
+    """``{"height": (n, m), "width": (n, m)}`` for a resize of 4-D images from n to m,
+    where static ({} otherwise); a gradient op's result has the input's shape."""
+    if not (getattr(op, "inputs", None) and getattr(op, "outputs", None)):
+        return {}
+    before, after = (_static_shape(t) for t in (op.inputs[0], op.outputs[0]))
+    if op.type.endswith("Grad"):
+        before, after = after, before
+    if before is None or after is None or len(before) != 4 or len(after) != 4:
+        return {}
+    return {"height": (before[1], after[1]), "width": (before[2], after[2])}
 
 
 def _may_hold(source, kernel: Sequence[int]) -> bool:

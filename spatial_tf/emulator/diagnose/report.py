@@ -4,7 +4,9 @@
 returns a ``Report``: per-core argument / output / temp bytes of both (so the saving is
 one division away), every collective in the partitioned program by kind with count and
 bytes, and a warning naming the TensorFlow op wherever an activation-sized tensor is
-gathered (all-gather / all-to-all): the places where the split does not survive.
+gathered (all-gather / all-to-all), or where frames taken one at a time from a split
+axis are sent to every core (Keras' ``TimeDistributed``): the places where the split
+does not survive.
 
 ``str(report)`` is a table; ``report.to_dict()`` gives the same figures to programs.
 """
@@ -13,7 +15,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional
 
 from spatial_tf import logs
-from spatial_tf.emulator.diagnose import cpu_only, op_source, remedies
+from spatial_tf.emulator.diagnose import cpu_only, folds, op_source, remedies
 from spatial_tf.emulator.compile.executable import MEMORY_KINDS
 from spatial_tf.emulator.diagnose.hlo_text import GATHER_KINDS, KINDS, dims
 from spatial_tf.table import format_bytes, format_table
@@ -35,7 +37,9 @@ class Report:
       compile_seconds: ``{"partitioned": s, "unpartitioned": s}``.
       collectives: every collective instruction (``hlo_text.Collective``), in program
         order; counts are instructions in the program (a loop body counts once).
-      warnings: one line per TensorFlow op whose output gets gathered.
+      warnings: one line per TensorFlow op whose output gets gathered, and per line of
+        the user's code whose ops take frames one at a time from a split axis (sent to
+        every core: Keras' ``TimeDistributed`` on a clip split in time).
       gather_threshold_bytes: the size from which a gathered tensor is activation-sized.
       tpu: with a TPU target, what XLA's TPU compiler says of the same step (``target``,
         ``device_kind``, ``source``, ``partitioned`` / ``unpartitioned`` bytes by kind or
@@ -294,16 +298,55 @@ def _gather_warnings(found, threshold, traced, num_cores):
         source = op_source.find(graph, op_name)
         total = sum(c.bytes for c in items)
         shapes = ", ".join(sorted({c.shape for c in items}))
-        origin = ""
-        if source is not None and source.frame is not None:
-            made = "the gradient of the op made at" if source.gradient else "made at"
-            origin = f", {made} {source.where()}"
-        saving = (f" Kept split, it would need up to {format_bytes(total - total // num_cores)} "
-                  f"less per core." if num_cores > 1 else "")
         warnings.append(
-            f"{kind} of an activation-sized tensor at TensorFlow op '{op_name}'{origin} "
-            f"({len(items)}x, {format_bytes(total)} per core; {shapes}): "
+            f"{kind} of an activation-sized tensor at TensorFlow op '{op_name}'"
+            f"{_origin(source)} ({len(items)}x, {format_bytes(total)} per core; {shapes}): "
             + remedies.explain(kind, source, num_cores, op_name, dims(items[0].shape),
-                               variables) + saving
+                               variables, items[0].dimensions) + _saving(total, num_cores)
         )
+    return warnings + _frame_warnings(found, threshold, graph, num_cores)
+
+
+def _origin(source):
+    """``", made at file.py:12 in f: `line`"``, or "" without the user's line."""
+    if source is None or source.frame is None:
+        return ""
+    made = "the gradient of the op made at" if source.gradient else "made at"
+    return f", {made} {source.where()}"
+
+
+def _saving(total, num_cores):
+    return (f" Kept split, it would need up to {format_bytes(total - total // num_cores)} "
+            f"less per core." if num_cores > 1 else "")
+
+
+def _frame_warnings(found, threshold, graph, num_cores):
+    """One warning per line of the user's code whose ops take frames one at a time from
+    a split axis (``x[:, i]``, Keras' ``TimeDistributed``): XLA sends each frame to every
+    core (all-reduces, collective-permutes) rather than gathering the tensor."""
+    sources: Dict[str, Any] = {}
+    grouped: "collections.OrderedDict[Any, List[Any]]" = collections.OrderedDict()
+    for c in found:
+        if (c.kind not in folds.FRAME_KINDS or c.bytes < threshold or not c.op_name
+                or c.op_name.startswith(op_source.GRADIENT_PREFIX)):
+            continue
+        if c.op_name not in sources:
+            source = op_source.find(graph, c.op_name)
+            taken = source is not None and folds.takes_frame(source.op) is not None
+            sources[c.op_name] = source if taken else None
+        if sources[c.op_name] is not None:
+            grouped.setdefault(sources[c.op_name].where() or c.op_name, []).append(c)
+    warnings = []
+    for items in grouped.values():
+        names = sorted({c.op_name for c in items})
+        source = sources[names[0]]
+        kinds = " and ".join(k for k in folds.FRAME_KINDS if any(c.kind == k for c in items))
+        more = f" and {len(names) - 1} more like it" if len(names) > 1 else ""
+        total = sum(c.bytes for c in items)
+        largest = max(sum(c.bytes for c in items if c.kind == k) for k in folds.FRAME_KINDS)
+        shapes = ", ".join(sorted({c.shape for c in items}))
+        warnings.append(
+            f"{kinds} of activation-sized frames at TensorFlow op '{names[0]}'{more}"
+            f"{_origin(source)} ({len(items)}x, {format_bytes(total)} per core; {shapes}): "
+            + remedies.explain(items[0].kind, source, num_cores) + _saving(largest, num_cores))
     return warnings
