@@ -152,8 +152,8 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
 
     Returns:
       One ``Change`` for ``optimizer`` (when given), one per layer changed, and one per
-      convolution or batch norm left unchanged (with the reason); a second call changes nothing (its ``Change`` s are all
-      ``"unchanged"``).
+      convolution, batch norm or resize left unchanged (with the reason); a second call
+      changes nothing (its ``Change`` s are all ``"unchanged"``).
 
     Raises:
       TypeError: ``model`` is not a Keras or tf_keras layer, or ``optimizer`` not an
@@ -165,9 +165,22 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
             f"partition_friendly: got {type(model).__name__}; expected a built Keras or "
             f"tf_keras model or layer. Fix: pass the model itself (e.g. a Model Garden "
             f"trainer's trainer.model).")
-    plans: List[Tuple[Change, Optional[Callable[[], None]]]] = []
-    if optimizer is not None:
-        plans.append(_optimizer_plan(optimizer))
+    plans = ([_optimizer_plan(optimizer)] if optimizer is not None else []) + _layer_plans(model)
+    for change, apply in plans:  # all checked first: a failure above changes nothing
+        if apply is not None:
+            apply()
+    if any(apply is not None for _, apply in plans):
+        context.note_model_change()  # steps traced before are traced again
+    unhandled = [change for change, _ in plans if not change.handled]
+    if warn and unhandled:
+        _warn_unhandled(unhandled)
+    return [change for change, _ in plans]
+
+
+def _layer_plans(model) -> List[Tuple[Change, Optional[Callable[[], None]]]]:
+    """A ``(Change, apply or None)`` per layer a rule covers and per regularizer, every
+    layer checked before any is changed."""
+    plans = []
     for path, layer in _walk(model):
         rule = _rule_for(layer)
         if rule is None:
@@ -184,25 +197,22 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
         plans.append(rule(path, layer))
     for path, layer in _walk(model):
         plans.extend(_regularizers(path, layer))
-    for change, apply in plans:  # all checked first: a failure above changes nothing
-        if apply is not None:
-            apply()
-    if any(apply is not None for _, apply in plans):
-        context.note_model_change()  # steps traced before are traced again
-    unhandled = [change for change, _ in plans if not change.handled]
-    if warn and unhandled:
-        kinds = ", ".join(dict.fromkeys(c.before for c in unhandled))
-        warnings.warn(
-            f"partition_friendly: {plural(len(unhandled), 'layer')} ({kinds}; the first "
-            f"{unhandled[0].path}) {'keeps' if len(unhandled) == 1 else 'keep'} TensorFlow's "
-            f"own gradient, only ordered before the update. Whether that gathers an "
-            f"activation depends on the split and the sizes at each layer, which the model "
-            f"alone does not tell (at most levels it does not). Fix: "
-            f"spatial_tf.Emulator(...).report(step, args) names each layer that gathers under "
-            f"your split, with its line; the returned Changes with handled=False list them "
-            f"all, each with the reason (warn=False silences this).",
-            PartitionFriendlyWarning, stacklevel=2)
-    return [change for change, _ in plans]
+    return plans
+
+
+def _warn_unhandled(unhandled):
+    """The one warning about layers left with TensorFlow's own gradient."""
+    kinds = ", ".join(dict.fromkeys(c.before for c in unhandled))
+    warnings.warn(
+        f"partition_friendly: {plural(len(unhandled), 'layer')} ({kinds}; the first "
+        f"{unhandled[0].path}) {'keeps' if len(unhandled) == 1 else 'keep'} TensorFlow's "
+        f"own gradient, only ordered before the update. Whether that gathers an "
+        f"activation depends on the split and the sizes at each layer, which the model "
+        f"alone does not tell (at most levels it does not). Fix: "
+        f"spatial_tf.Emulator(...).report(step, args) names each layer that gathers under "
+        f"your split, with its line; the returned Changes with handled=False list them "
+        f"all, each with the reason (warn=False silences this).",
+        PartitionFriendlyWarning, stacklevel=3)  # the caller of partition_friendly
 
 
 def changed_layers(changes: List[Change]) -> List[str]:
