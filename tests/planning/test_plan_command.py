@@ -98,20 +98,25 @@ def test_a_tpu_generations_budget_says_its_reserve():
                     r"within 14\.4 GiB usable after a 10% reserve\); ", recommended), recommended
 
 
+def _plan_on_tpu(arguments, cache):
+    out = subprocess.run(
+        [sys.executable, "-m", "spatial_tf", "plan", "--shape", "1,16,16,16,1", "--depth", "1",
+         "--filters", "2", "--classes", "2", "--budget", "v5e", "--no-progress", *arguments],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SPATIAL_TF_COMPILE_CACHE": str(cache)},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+# one test for the two commands: the second reads the first's compiles from the cache
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
                     .libtpu_version() is None,
                     reason="needs libtpu (XLA's TPU compiler): pip install "
                            "'spatial-tf[tpu-compile]'")
-def test_a_tpu_budget_is_decided_by_the_tpu_compiler(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "spatial_tf", "plan", "--shape", "1,16,16,16,1", "--cores", "2",
-         "--depth", "1", "--filters", "2", "--classes", "2", "--budget", "v5e",
-         "--fewest-cores", "--no-progress"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "SPATIAL_TF_COMPILE_CACHE": str(tmp_path)},
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
+def test_a_tpu_budget_is_decided_by_the_tpu_compiler_and_core_counts_get_a_cost(tmp_path):
+    out = _plan_on_tpu(["--cores", "2", "--fewest-cores"], tmp_path)
     text = out.stdout
     header = next(line for line in text.splitlines() if line.startswith("rank"))
     assert header.split()[:6] == ["rank", "spec", "fits", "peak", "CPU", "peak"]
@@ -123,22 +128,9 @@ def test_a_tpu_budget_is_decided_by_the_tpu_compiler(tmp_path):
     assert "Answer: 1 (1 compile, " in text
     assert "compiling for TPU v5e (2 cores) with XLA's TPU compiler" in out.stderr
 
-
-@pytest.mark.slow
-@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
-                    .libtpu_version() is None,
-                    reason="needs libtpu (XLA's TPU compiler): pip install "
-                           "'spatial-tf[tpu-compile]'")
-def test_several_core_counts_give_each_ones_fastest_spec_and_its_cost(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "spatial_tf", "plan", "--shape", "1,16,16,16,1",
-         "--cores", "2,1", "--depth", "1", "--filters", "2", "--classes", "2",
-         "--budget", "v5e", "--price", "1.2", "--plot", str(tmp_path / "scaling.png"),
-         "--no-progress"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "SPATIAL_TF_COMPILE_CACHE": str(tmp_path)},
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
+    # several core counts: each one's fastest spec, its step time and its cost
+    out = _plan_on_tpu(["--cores", "2,1", "--price", "1.2", "--plot",
+                        str(tmp_path / "scaling.png")], tmp_path)
     lines = out.stdout.splitlines()
     header = next(line for line in lines if line.startswith("cores"))
     assert header.split()[:5] == ["cores", "spec", "fits", "step", "est."]
