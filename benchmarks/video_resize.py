@@ -10,6 +10,10 @@ outputs XLA gathers.
 
     python benchmarks/video_resize.py                  # 10 x 112 x 112 clips, batch 2
     python benchmarks/video_resize.py --size 224       # the tutorial's frame size
+    python benchmarks/video_resize.py --size 224 --target v5e   # and the TPU compiler's
+
+With ``--target``, each row adds the per-core temp of the same step from XLA's TPU
+compiler for that generation (libtpu, compile-only), against its one-core program.
 """
 import argparse
 import os
@@ -44,7 +48,7 @@ def model_2plus1d(frames, size, filters=(16, 32)):
     return keras.Model(inputs, keras.layers.Dense(10)(x))
 
 
-def measure(model, batch, spec):
+def measure(model, batch, spec, target=None):
     import keras
     import numpy as np
     import tensorflow as tf
@@ -66,10 +70,12 @@ def measure(model, batch, spec):
     clips = np.zeros((batch,) + tuple(model.input_shape[1:]), np.float32)
     labels = np.zeros((batch,), np.int32)
     cores = int(np.prod(spec))
-    report = spatial_tf.Emulator(cores).report(train_step, (clips, labels))
+    report = spatial_tf.Emulator(cores, target=target).report(train_step, (clips, labels))
     gathered = sorted({w.split("TensorFlow op '")[1].split("'")[0].rsplit("/", 1)[-1]
                        for w in report.warnings if "TensorFlow op '" in w})
-    return report.partitioned["temp"], report.unpartitioned["temp"], gathered
+    on_tpu = None if target is None else (report.tpu["partitioned"]["temp"],
+                                          report.tpu["unpartitioned"]["temp"])
+    return report.partitioned["temp"], report.unpartitioned["temp"], gathered, on_tpu
 
 
 def main(argv=None):
@@ -77,6 +83,8 @@ def main(argv=None):
     parser.add_argument("--frames", type=int, default=10)
     parser.add_argument("--size", type=int, default=112)
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--target", default=None,
+                        help="a TPU generation (e.g. v5e): add the TPU compiler's ratio")
     args = parser.parse_args(argv)
     from spatial_tf import logs
 
@@ -90,14 +98,19 @@ def main(argv=None):
     for stage in ("as written", "after partition_friendly"):
         if stage != "as written":
             spatial_tf.layers.partition_friendly(model, warn=False)
-        temp, one, gathered = measure(model, args.batch, spec)
-        rows.append([stage, format_bytes(temp), format_bytes(one), f"{temp / one:.3f}",
-                     ", ".join(gathered) or "none"])
+        temp, one, gathered, on_tpu = measure(model, args.batch, spec, args.target)
+        row = [stage, format_bytes(temp), format_bytes(one), f"{temp / one:.3f}"]
+        if on_tpu:
+            row += [format_bytes(on_tpu[0]), format_bytes(on_tpu[1]), f"{on_tpu[0] / on_tpu[1]:.3f}"]
+        rows.append(row + [", ".join(gathered) or "none"])
+    tpu = [] if args.target is None else [f"TPU {args.target} temp", "TPU one core", "TPU ratio"]
     print(format_table(
-        ["model", "temp per core", "one core", "ratio", "gathered at"], rows,
+        ["model", "temp per core", "one core", "ratio"] + tpu + ["gathered at"], rows,
         title=f"(2+1)D network with Resizing, {args.batch}x{args.frames}x{args.size}x"
-              f"{args.size}x3, {spec} on 4 cores (XLA:CPU; ideal ratio 0.25 + halos)",
-        right=("temp per core", "one core", "ratio")))
+              f"{args.size}x3, {spec} on 4 cores (XLA:CPU"
+              f"{'' if args.target is None else '; TPU columns: the TPU compiler for ' + args.target}"
+              f"; ideal ratio 0.25 + halos)",
+        right=("temp per core", "one core", "ratio", *tpu)))
     return 0
 
 
