@@ -3,8 +3,9 @@
 Tests marked ``extended`` (setup.cfg) are more cases of what the suite already checks,
 each slow: U-Net train steps on more specs (``tests/emulator/test_nets.py``), the
 emulator's hosts against two-process ``MultiWorkerMirroredStrategy`` clusters
-(``tests/emulator/test_multi_worker_oracle.py``). The suite deselects them to stay near
-15 minutes on 2 cores; this runs them with pytest (its workers, ``-n auto``) and prints
+(``tests/emulator/test_multi_worker_oracle.py``) and ``predict --tile auto`` asking the TPU
+compiler (``tests/commands/test_any_size.py``). The suite deselects them to keep its time
+down on 2 cores (docs/development.md); this runs them with pytest (its workers, ``-n auto``) and prints
 each one's outcome and seconds. It exits with pytest's status: non-zero on any failure.
 
     python benchmarks/extended_tests.py

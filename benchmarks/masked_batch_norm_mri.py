@@ -3,8 +3,8 @@
 The MNI152 template nilearn ships (T1 and its gray/white-matter maps, no download), as
 ``notebooks/real_mri_segmentation.ipynb`` uses it: the posterior part (y < 117) trains
 ``python -m spatial_tf train unet3d --modality mr --spacing 4 --cores 8``, the anterior
-part is held out. The 4 mm volume is 49x59x47 (training part), padded to 56x64x48 for the
-split and the poolings: 24 % of the training shape is padding. Each row trains the same
+part is held out. The 4 mm volume is 49x29x47 (training part), padded to 56x32x48 for the
+split and the poolings (what ``train`` prints): 22 % of the training shape is padding. Each row trains the same
 model from the same seed, once with ``masked_bn`` (what ``train`` records for a new model
 dir) and once with batch norm over every voxel (the model dirs written before), then
 ``evaluate`` scores the held-out part on its own 1 mm grid; each seed initializes the
