@@ -17,11 +17,13 @@ Each train step is compiled by XLA's SPMD partitioner on ``N`` emulated cores fo
 spec. Printed per spec and model form: temp bytes per core, the memory scaling
 efficiency E(N) = temp(1) / (N * temp(N)) (temp(1): the same step unpartitioned), and the
 number of all-gathers / all-to-alls. These are XLA:CPU figures from the emulator, not TPU
-measurements.
+measurements; ``--target v5e`` adds E(N) from XLA's TPU compiler for that generation
+(libtpu, compile-only: the same step's temp per core against its one-core program).
 
     python benchmarks/partition_friendly.py                   # unet3d, 8 cores
     python benchmarks/partition_friendly.py --model resnet2d  # 4 cores
     python benchmarks/partition_friendly.py --size 32         # quicker
+    python benchmarks/partition_friendly.py --target v5e      # and the TPU compiler's E(8)
     python benchmarks/partition_friendly.py --loss keras --warnings  # each gather's fix
     # XLA's CSE off too: the SPMD partitioner's boundary masks are then recomputed at
     # each use instead of held through the step (not the emulator's memory model)
@@ -103,6 +105,8 @@ def main(argv=None):
     p.add_argument("--disable-hlo-passes", default=None, metavar="PASSES",
                    help="XLA passes to skip in every compile, comma-separated (default: the "
                         "emulator's, spatial_tf.emulator.compile._xla.TPU_LIKE_OPTIONS)")
+    p.add_argument("--target", default=None,
+                   help="a TPU generation (e.g. v5e): add the TPU compiler's E(N)")
     args = p.parse_args(argv)
     options = (None if args.disable_hlo_passes is None
                else {"xla_disable_hlo_passes": args.disable_hlo_passes})
@@ -139,7 +143,7 @@ def main(argv=None):
     rows = []
     for form in ("as written", "partition_friendly"):
         for spec in SPECS[args.model]:
-            emulator = spatial_tf.Emulator(cores, compiler_options=options)
+            emulator = spatial_tf.Emulator(cores, compiler_options=options, target=args.target)
             with emulator.scope():
                 keras.utils.set_random_seed(0)
                 model = keras_unet3d(size) if args.model == "unet3d" else keras_resnet2d(size)
@@ -163,17 +167,30 @@ def main(argv=None):
             rows.append([form, ",".join(map(str, spec)), format_bytes(temp1),
                          format_bytes(temp), f"{temp1 / (cores * temp):.2f}",
                          kinds.get("all-gather", {}).get("count", 0),
-                         kinds.get("all-to-all", {}).get("count", 0)])
+                         kinds.get("all-to-all", {}).get("count", 0)] + _tpu_cells(report, cores))
             print(f"  {form}, {spec}: done", flush=True)
             if args.warnings:
                 print("".join(f"    - {w}\n" for w in report.warnings), end="", flush=True)
     print()
+    tpu = [] if args.target is None else [f"TPU temp/core", f"TPU E({cores})"]
     print(format_table(
         ["model", "spec", "temp unpartitioned", "temp/core", f"E({cores})", "all-gathers",
-         "all-to-alls"], rows,
-        right=("temp unpartitioned", "temp/core", f"E({cores})", "all-gathers", "all-to-alls"),
-        title=f"{args.model} train step at {size}, per core, on {cores} emulated cores"))
+         "all-to-alls"] + tpu, rows,
+        right=("temp unpartitioned", "temp/core", f"E({cores})", "all-gathers", "all-to-alls",
+               *tpu),
+        title=f"{args.model} train step at {size}, per core, on {cores} emulated cores "
+              f"(XLA:CPU{'' if args.target is None else '; TPU columns: the TPU compiler for ' + args.target})"))
     return 0
+
+
+def _tpu_cells(report, cores):
+    """The TPU compiler's temp per core and E(N) (none without a target)."""
+    if not report.tpu:
+        return []
+    from spatial_tf.table import format_bytes
+
+    one, part = report.tpu["unpartitioned"]["temp"], report.tpu["partitioned"]["temp"]
+    return [format_bytes(part), f"{one / (cores * part):.2f}"]
 
 
 if __name__ == "__main__":
