@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Optional
 
+from spatial_tf.emulator.compile.executable import MEMORY_KINDS
 from spatial_tf.planning import tpu_memory
 
 __all__ = ["Measured", "compile_candidate"]
@@ -52,8 +53,7 @@ def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
     if target is not None:
         program = step.program
         tpu = dict(program.memory) if program.fits else {
-            "argument": 0, "output": 0, "alias": 0, "temp": 0,
-            "peak": program.required_bytes or 0}
+            **dict.fromkeys(MEMORY_KINDS, 0), "peak": program.required_bytes or 0}
         cpu = {}
     else:
         cpu = step.memory()

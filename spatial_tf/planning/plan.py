@@ -36,6 +36,7 @@ from spatial_tf.steps import make_gradient_step, run_model, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
 from spatial_tf.planning.options import PlanOptions, Training, check_memory, from_keywords
+from spatial_tf.emulator.compile.executable import MEMORY_KINDS
 from spatial_tf.emulator.compile.step_time import SOURCE as STEP_TIME_SOURCE, seconds_text
 from spatial_tf.table import format_bytes, format_table, plural
 
@@ -628,7 +629,7 @@ def _candidate(spec, num_cores, by_edge, fit_sizes, fit_check, shape):
     return _fitted(spec, num_cores, by_edge, fit_sizes, fit_check, shape)
 
 
-_PARTS = ("argument", "output", "alias", "temp", "peak")
+_PARTS = MEMORY_KINDS + ("peak",)
 
 
 def _fitted(spec, num_cores, by_edge, fit_sizes, fit_check, shape):
