@@ -13,15 +13,20 @@ Checked on TensorFlow 2.16.2, 2.18.1, 2.20.0 and 2.21.0 (``VERIFIED_TF_VERSIONS`
 - the ``tf.distribute`` machinery the emulator builds its strategy from (the one-device
   extended object, replica context, per-replica values, input pipelines, the reduction
   of a non-distributed value) and ``gen_xla_ops.xla_replica_id``.
+- the distributed variables ``TPUStrategy`` makes in its scope: ``distribute_utils``'s
+  ``create_mirrored_variable`` with its TPU class mapping (``TPUMirroredVariable``,
+  ``TPUSyncOnReadVariable``), ``TPUReplicatedVariable`` (one replica's variable on
+  each logical core under XLA SPMD), the update helpers ``TPUExtended._update`` uses
+  (``select_replica``, ``update_regroup``, ``assert_mirrored``, ``UpdateContext``).
 - ``summary_ops_v2``: where ``tf.summary`` keeps the default writer, whose handle the
   emulator's summaries write to (``default_summary_writer_handle``).
 - ``TPU_EXTENDED_ATTRIBUTES``: what ``TPUStrategy.extended`` keeps privately about its
   logical devices, read by ``tpu_attribute`` for strategies spatial_tf did not build.
 
 >>> sorted(MODULES)  # doctest: +NORMALIZE_WHITESPACE
-['cross_device_ops', 'distribute_lib', 'gen_xla_ops', 'hlo_pb2', 'input_lib',
- 'input_util', 'one_device_strategy', 'summary_ops_v2', 'values', 'xla_data_pb2',
- 'xla_sharding']
+['cross_device_ops', 'distribute_lib', 'distribute_utils', 'gen_xla_ops', 'hlo_pb2',
+ 'input_lib', 'input_util', 'numpy_dataset', 'one_device_strategy', 'summary_ops_v2',
+ 'tpu_replicated_variable', 'values', 'xla_data_pb2', 'xla_sharding']
 >>> xla_data_pb2.OpSharding.Type.Name(xla_data_pb2.OpSharding.REPLICATED)
 'REPLICATED'
 """
@@ -46,6 +51,9 @@ __all__ = [
     "distribute_lib",
     "one_device_strategy",
     "values",
+    "distribute_utils",
+    "tpu_replicated_variable",
+    "numpy_dataset",
     "input_lib",
     "input_util",
     "cross_device_ops",
@@ -82,10 +90,19 @@ MODULES = {
     "hlo_pb2": ("tensorflow.compiler.xla.service.hlo_pb2", ("HloModuleProto",)),
     # the emulator's tf.distribute strategy (spatial_tf/emulator/distribute/pieces.py)
     "distribute_lib": ("tensorflow.python.distribute.distribute_lib",
-                       ("ReplicaContext", "ReplicaContext._merge_call")),
+                       ("ReplicaContext", "ReplicaContext._merge_call", "UpdateContext")),
     "one_device_strategy": ("tensorflow.python.distribute.one_device_strategy",
                             ("OneDeviceExtended",)),
-    "values": ("tensorflow.python.distribute.values", ("PerReplica",)),
+    "values": ("tensorflow.python.distribute.values", ("PerReplica", "DistributedVariable")),
+    # the distributed variables TPUStrategy makes, made by TensorFlow's own code
+    "distribute_utils": ("tensorflow.python.distribute.distribute_utils",
+                         ("create_mirrored_variable", "TPU_VARIABLE_CLASS_MAPPING",
+                          "TPU_VARIABLE_POLICY_MAPPING", "validate_colocate",
+                          "select_replica", "update_regroup", "assert_mirrored")),
+    "tpu_replicated_variable": ("tensorflow.python.distribute.tpu_replicated_variable",
+                                ("TPUReplicatedVariable",
+                                 "TPUReplicatedVariable._update")),
+    "numpy_dataset": ("tensorflow.python.distribute.numpy_dataset", ("SingleDevice",)),
     "input_lib": ("tensorflow.python.distribute.input_lib", ("InputWorkers",)),
     "input_util": ("tensorflow.python.distribute.input_util",
                    ("get_distributed_dataset", "get_distributed_datasets_from_function")),
@@ -183,6 +200,9 @@ hlo_pb2 = _load("hlo_pb2")
 distribute_lib = _load("distribute_lib")
 one_device_strategy = _load("one_device_strategy")
 values = _load("values")
+distribute_utils = _load("distribute_utils")
+tpu_replicated_variable = _load("tpu_replicated_variable")
+numpy_dataset = _load("numpy_dataset")
 input_lib = _load("input_lib")
 input_util = _load("input_util")
 cross_device_ops = _load("cross_device_ops")

@@ -10,6 +10,7 @@ EXTENDED_HOOKS = [
     "_call_for_each_replica", "_local_results", "_reduce_to", "_gather_to_implementation",
     "_experimental_distribute_values_from_function", "_input_workers_with_options",
     "_experimental_distribute_dataset", "_distribute_datasets_from_function",
+    "_update", "_update_non_slot", "_broadcast_to", "read_var", "_get_local_replica_id",
 ]
 
 

@@ -7,6 +7,8 @@ terms of ``num_replicas_in_sync``. TensorFlow builds its strategy with
 logical cores per replica, as ``Emulator(2, num_replicas=R)`` here, R in {1, 2}.
 ``test_spmd_with_summary`` is rewritten in tests/emulator/summaries/; the tests without
 SPMD (logical-device assignment) cannot run under SPMD partitioning, on TPU or here.
+TensorFlow's file itself runs, unchanged but for the strategy, in
+test_tf_tpu_strategy_model_parallelism.py.
 """
 import numpy as np
 import pytest

@@ -4,19 +4,18 @@ With ``num_replicas = R`` the emulator traces the step once, as TPUStrategy does
 one replica's shapes, and compiles it with ``num_replicas = R, num_partitions = C``:
 replica ``r`` runs on devices ``r*C ... r*C + C - 1``, split over its ``C`` cores by
 XLA's SPMD partitioner, and the replica context's sums become all-reduces across
-replicas. ``prepare`` adapts the traced module to that layout; ``combine_updates``
-merges the replicas' new values of a variable as its ``aggregation`` says.
+replicas. ``prepare`` adapts the traced module to that layout; ``per_replica_calls``
+gives each replica its arguments. (Each replica reads and writes its own copy of each
+variable: ``copies.py``.)
 
->>> import numpy as np, tensorflow as tf
->>> combine_updates(tf.VariableAggregation.MEAN, np.zeros(2), [np.ones(2), 3 * np.ones(2)])
-array([2., 2.])
+>>> per_replica_calls((1.0,), None, 2, lambda v: (v,))
+[((1.0,), {}), ((1.0,), {})]
 """
-import numpy as np
 import tensorflow as tf
 
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
 
-__all__ = ["prepare", "combine_updates", "per_replica_calls"]
+__all__ = ["prepare", "per_replica_calls"]
 
 _OpSharding = xla_data_pb2.OpSharding
 
@@ -56,29 +55,10 @@ def _replicate(sharding, shape):
         sharding.type = _OpSharding.REPLICATED
 
 
-def combine_updates(aggregation, old, per_replica):
-    """One new value of a variable from each replica's, as ``aggregation`` says.
-
-    ``MEAN``: the average (``MirroredStrategy`` averages such writes across replicas);
-    ``SUM``: the old value plus every replica's change; ``NONE`` and
-    ``ONLY_FIRST_REPLICA``: replica 0's value. (The emulator's runner keeps variables
-    with ``aggregation=NONE`` or ``synchronization=ON_READ`` per replica instead, see
-    ``on_read.py``; their host value is what this gives.)
-    """
-    if len(per_replica) == 1:
-        return per_replica[0]
-    if aggregation == tf.VariableAggregation.MEAN:
-        total = np.sum(np.stack(per_replica), axis=0, dtype=np.result_type(old))
-        return (total / len(per_replica)).astype(np.result_type(old))
-    if aggregation == tf.VariableAggregation.SUM:
-        changes = np.sum(np.stack(per_replica) - old, axis=0)
-        return (old + changes).astype(np.result_type(old))
-    return per_replica[0]
-
-
 def per_replica_calls(args, kwargs, num_replicas, local_results):
     """``[(args, kwargs)]`` for each replica: distributed values give each replica its
-    own component (``local_results(value)``), everything else is passed to every replica.
+    own component (``local_results(value)``), everything else (distributed variables
+    too) is passed to every replica.
 
     Raises:
       ValueError: a distributed value has another number of components.
@@ -87,7 +67,9 @@ def per_replica_calls(args, kwargs, num_replicas, local_results):
     leaves = tf.nest.flatten(tree)
     columns = []
     for leaf in leaves:
-        if isinstance(leaf, tf.distribute.DistributedValues):
+        # a distributed variable goes whole to every replica, as in TPUStrategy.run
+        if (isinstance(leaf, tf.distribute.DistributedValues)
+                and not isinstance(leaf, tf.Variable)):
             parts = tuple(local_results(leaf))
             if len(parts) != num_replicas:
                 raise ValueError(

@@ -1,10 +1,13 @@
 """Run a compiled step for every replica: eagerly now, or as a host call in a graph.
 
 ``run(emulator, fn, args, kwargs)`` gives each replica its own arguments (per-replica
-values from the emulator's datasets, the same tensor otherwise), compiles the step
-(cached by the emulator), runs it and writes the variables it updates, once, after every
-replica succeeded. With one replica the outputs are plain tensors; with several, each
-output is a per-replica value holding every replica's result, as TPUStrategy returns.
+values from the emulator's datasets, the same tensor otherwise) and its own copy of each
+distributed variable (``copies.StepCopies``), compiles the step (cached by the
+emulator), runs it and writes each replica's new values of the variables it updates to
+that replica's copies, once, after every replica succeeded. With one replica the outputs
+are plain tensors; with several, each output is a per-replica value holding every
+replica's result, as TPUStrategy returns. A step with no output and no variable write
+has nothing to run.
 """
 import warnings
 
@@ -12,8 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context
-from spatial_tf.emulator.distribute import pieces, hosts, on_read
+from spatial_tf.emulator.distribute import pieces, hosts
 from spatial_tf.emulator.compile import replicas
+from spatial_tf.emulator.compile.copies import StepCopies
 from spatial_tf.emulator.summaries import writes
 from spatial_tf.emulator.compile.handles import is_variable
 from spatial_tf.emulator.compile.trace import CallSignature, outline as trace_outline
@@ -37,7 +41,10 @@ def run(emulator, fn, args, kwargs):
         # loop over a dataset): compiled then, once per size met, as TPUStrategy does
         with context.logical_device_scope(emulator):
             return _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed)
-    step = emulator.compile(fn, signature=signatures[0])
+    lowered = emulator.lower(fn, signature=signatures[0])
+    if not lowered.traced.result_shapes:  # no output, no variable write: nothing to run
+        return _pack(lowered.traced, [[]] * num_replicas)
+    step = lowered.compile()
     with context.logical_device_scope(emulator):
         if tf.executing_eagerly():
             return _run_now(emulator, step, signatures, distributed)
@@ -60,30 +67,17 @@ def _numpy(t):
     return t.numpy() if hasattr(t, "numpy") else np.asarray(t)
 
 
-def _replica_captures(emulator, traced, captures):
-    """``{capture index: [value per replica]}`` for the variables each replica keeps its
-    own copy of (``on_read.is_per_replica``)."""
-    if emulator.num_replicas_in_sync == 1:
-        return {}
-    return {c: emulator.replica_values.components(var, captures[c])
-            for c, var in enumerate(traced.captures) if on_read.is_per_replica(var)}
-
-
-def _execute(emulator, step, per_replica_args, captures, distributed):
-    """Run every replica; ``(outputs per replica, each written variable's new value)``.
+def _execute(emulator, step, per_replica_args, captures, extra, distributed):
+    """Run every replica; ``(outputs per replica, new values)``: each replica's value of
+    each variable it writes, for ``StepCopies.written``. ``captures``: replica 0's
+    captured values; ``extra``: the other replicas' copies' (``StepCopies.extra``);
     ``distributed``: the positions of the tensor arguments given per replica."""
     traced = step.traced
     _check_hosts(emulator, traced.name, per_replica_args, distributed)
+    copies = StepCopies(emulator, traced.captures)
     outputs, updates = step.program.execute_replicas(
-        per_replica_args, captures, _replica_captures(emulator, traced, captures))
-    combined = []
-    for i, (_, c) in enumerate(traced.writes):
-        var, values = traced.captures[c], [u[i] for u in updates]
-        if len(values) > 1 and on_read.is_per_replica(var):
-            combined.append(emulator.replica_values.update(var, values))
-        else:
-            combined.append(replicas.combine_updates(var.aggregation, captures[c], values))
-    return outputs, combined
+        per_replica_args, captures, copies.replica_captures(captures, extra))
+    return outputs, copies.new_values(traced.writes, updates)
 
 
 def _check_hosts(emulator, name, per_replica_args, indices):
@@ -107,12 +101,14 @@ def _pack(traced, per_replica_outputs):
 def _run_now(emulator, step, signatures, distributed):
     traced = step.traced
     writes.check_steps(traced.summaries)
+    copies = StepCopies(emulator, traced.captures)
+    copies.check_writes(traced.name, traced.writes)
     captures = traced.capture_values()
+    extra = [v.numpy() for _, v in copies.extra()]
     per_replica_args = [[_numpy(t) for t in s.tensors] for s in signatures]
-    outputs, updates = _execute(emulator, step, per_replica_args, captures, distributed)
-    with emulator.replica_values.writing_aggregates():
-        for var, value in zip(traced.written_variables, updates):
-            var.assign(value)
+    outputs, updates = _execute(emulator, step, per_replica_args, captures, extra, distributed)
+    for var, value in zip(copies.written(traced.writes), updates):
+        var.assign(value)
     _write_summaries(traced, outputs[0])
     return _pack(traced, [
         [tf.convert_to_tensor(o, dtype=s.dtype) for o, s in zip(replica_outputs, traced.output_specs)]
@@ -123,24 +119,28 @@ def _run_now(emulator, step, signatures, distributed):
 def _run_in_graph(emulator, step, signatures, distributed):
     traced = step.traced
     writes.check_steps(traced.summaries)
-    written = traced.written_variables
+    copies = StepCopies(emulator, traced.captures)
+    copies.check_writes(traced.name, traced.writes)
+    written = copies.written(traced.writes)
     num_replicas = len(signatures)
-    num_args = len(traced.arg_specs)
+    num_args, num_captures = len(traced.arg_specs), len(traced.captures)
     output_specs = list(traced.output_specs)
     update_specs = [tf.TensorSpec(v.shape, v.dtype) for v in written]
     captures = [
         c.read_value() if is_variable(c) else tf.constant(c)
         for c in traced.captures
     ]
-    inputs = [t for s in signatures for t in s.tensors] + captures
+    extra = [v.read_value() for _, v in copies.extra()]
+    inputs = [t for s in signatures for t in s.tensors] + captures + extra
 
     def host_call(*arrays):
         per_replica_args = [
             arrays[r * num_args:(r + 1) * num_args] for r in range(num_replicas)
         ]
-        capture_values = arrays[num_replicas * num_args:]
-        outputs, updates = _execute(emulator, step, per_replica_args, capture_values,
-                                    distributed)
+        start = num_replicas * num_args
+        outputs, updates = _execute(emulator, step, per_replica_args,
+                                    arrays[start:start + num_captures],
+                                    arrays[start + num_captures:], distributed)
         flat = [o for replica_outputs in outputs for o in replica_outputs] + updates
         specs = output_specs * num_replicas + update_specs
         done = np.zeros((), np.int32)  # so that a step with no results still runs
@@ -162,8 +162,7 @@ def _finish_graph_call(emulator, traced, results, specs, written, num_replicas):
         r.set_shape(s.shape)
     num_outputs = len(traced.output_specs) * num_replicas
     outputs, updates = results[:num_outputs], results[num_outputs:]
-    with emulator.replica_values.writing_aggregates():
-        assigns = [var.assign(value) for var, value in zip(written, updates)]
+    assigns = [var.assign(value) for var, value in zip(written, updates)]
     with tf.control_dependencies(assigns + [done]):
         outputs = [tf.identity(o) for o in outputs]
         written_summaries = _write_summaries(traced, outputs[:len(traced.output_specs)])
@@ -176,12 +175,15 @@ def _finish_graph_call(emulator, traced, results, specs, written, num_replicas):
 
 def _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed):
     """Embed a host call that compiles ``fn`` for the sizes it receives (cached by the
-    emulator per shape), runs it and returns every variable's new value."""
+    emulator per shape), runs it and returns the new value of every variable's copies."""
     with tracing(emulator):
         outline = trace_outline(fn, signature=signatures[0],
                                 context=lambda: EmulatedReplicaContext(emulator))
     variables = outline.variables
-    keys = {_variable_key(v): i for i, v in enumerate(variables)}
+    copies = StepCopies(emulator, variables).copies
+    flat = [v for c in copies for v in c]  # every copy of every variable
+    starts = np.cumsum([0] + [len(c) for c in copies]).tolist()
+    keys = {_variable_key(v): starts[i] for i, v in enumerate(variables)}
     num_replicas, num_args = len(signatures), len(outline.arg_specs)
     output_specs = list(outline.output_specs)
 
@@ -194,31 +196,41 @@ def _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed):
         _check_same_shapes(concrete)
         step = emulator.compile(fn, signature=concrete[0])
         traced = step.traced
-        captures = [_capture_value(c, keys, values, traced.name) for c in traced.captures]
-        outputs, updates = _execute(emulator, step, per_replica_args, captures, distributed)
-        for (_, c), value in zip(traced.writes, updates):
-            values[keys[_variable_key(traced.captures[c])]] = value
-        flat = [o for replica_outputs in outputs for o in replica_outputs] + values
-        dtypes = [s.dtype for s in output_specs] * num_replicas + [v.dtype for v in variables]
+        step_copies = StepCopies(emulator, traced.captures)
+        step_copies.check_writes(traced.name, traced.writes)
+        first = [_first_copy(c, keys, traced.name) for c in traced.captures]
+        captures = [c if i is None else values[i] for c, i in zip(traced.captures, first)]
+        extra = [values[first[c] + 1 + j] for c, copies in enumerate(step_copies.copies)
+                 for j in range(len(copies) - 1)]
+        outputs, updates = _execute(emulator, step, per_replica_args, captures, extra,
+                                    distributed)
+        new = iter(updates)
+        for _, c in traced.writes:
+            for r in range(len(step_copies.copies[c])):
+                values[first[c] + r] = next(new)
+        results = [o for replica_outputs in outputs for o in replica_outputs] + values
+        dtypes = [s.dtype for s in output_specs] * num_replicas + [v.dtype for v in flat]
         done = np.zeros((), np.int32)  # so that a step with no results still runs
-        return [np.asarray(a, dtype=d.as_numpy_dtype) for a, d in zip(flat, dtypes)] + [done]
+        return [np.asarray(a, dtype=d.as_numpy_dtype) for a, d in zip(results, dtypes)] + [done]
 
-    specs = output_specs * num_replicas + [tf.TensorSpec(v.shape, v.dtype) for v in variables]
-    inputs = [t for s in signatures for t in s.tensors] + [v.read_value() for v in variables]
+    specs = output_specs * num_replicas + [tf.TensorSpec(v.shape, v.dtype) for v in flat]
+    inputs = [t for s in signatures for t in s.tensors] + [v.read_value() for v in flat]
     results = tf.numpy_function(
         host_call, inputs, [s.dtype for s in specs] + [tf.int32],
         stateful=True, name=f"emulated_{_graph_name(outline.name)}",
     )
-    return _finish_graph_call(emulator, outline, results, specs, variables, num_replicas)
+    return _finish_graph_call(emulator, outline, results, specs, flat, num_replicas)
 
 
 def _variable_key(var):
     return id(var.handle)
 
 
-def _capture_value(capture, keys, values, name):
+def _first_copy(capture, keys, name):
+    """Where replica 0's copy of ``capture`` is among the host call's variable values;
+    None for a constant."""
     if not is_variable(capture):
-        return capture
+        return None
     index = keys.get(_variable_key(capture))
     if index is None:
         raise RuntimeError(
@@ -227,7 +239,7 @@ def _capture_value(capture, keys, values, name):
             f"traced. Fix: create every variable before the first step (build the model "
             f"and optimizer first) and keep the step's variables the same for all sizes."
         )
-    return values[index]
+    return index
 
 
 def _write_summaries(traced, replica_outputs):

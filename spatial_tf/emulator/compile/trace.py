@@ -71,18 +71,7 @@ class CallSignature:
         self.paths = []  # of the tensors, e.g. "args[0]['image']"
         template = []
         for path, leaf in zip(_paths(tree), leaves, strict=True):
-            if isinstance(leaf, tf.Variable):
-                raise TypeError(
-                    f"{path} is a tf.Variable; the emulator reads variables the step "
-                    f"function uses directly (closure or attribute). Fix: do not pass "
-                    f"variables as arguments; pass tensors, or leave the variable in scope."
-                )
-            if isinstance(leaf, (tf.SparseTensor, tf.RaggedTensor)):
-                raise TypeError(
-                    f"{path} is a {type(leaf).__name__}; XLA programs take dense tensors. "
-                    f"Fix: densify it (tf.sparse.to_dense / .to_tensor()) before the step."
-                )
-            if tf.is_tensor(leaf) or isinstance(leaf, np.ndarray):
+            if _is_tensor_argument(path, leaf):
                 self.tensors.append(leaf)
                 self.paths.append(path)
                 template.append(_SLOT)
@@ -98,6 +87,26 @@ class CallSignature:
         leaves = [next(it) if x is _SLOT else x for x in tf.nest.flatten(self.template)]
         args, kwargs = tf.nest.pack_sequence_as(self.template, leaves)
         return args, kwargs
+
+
+def _is_tensor_argument(path, leaf):
+    """Whether ``leaf`` (at ``path``) is passed to the program as a tensor; a variable of
+    a strategy's scope is passed as it is, as ``TPUStrategy.run`` passes it, and the
+    step captures it. Raises ``TypeError`` for what a program cannot take."""
+    if isinstance(leaf, tf.Variable):
+        if isinstance(leaf, tf.distribute.DistributedValues):
+            return False
+        raise TypeError(
+            f"{path} is a tf.Variable; the emulator reads variables the step "
+            f"function uses directly (closure or attribute). Fix: do not pass "
+            f"variables as arguments; pass tensors, or leave the variable in scope."
+        )
+    if isinstance(leaf, (tf.SparseTensor, tf.RaggedTensor)):
+        raise TypeError(
+            f"{path} is a {type(leaf).__name__}; XLA programs take dense tensors. "
+            f"Fix: densify it (tf.sparse.to_dense / .to_tensor()) before the step."
+        )
+    return tf.is_tensor(leaf) or isinstance(leaf, np.ndarray)
 
 
 def leaf_paths(tree, root):
@@ -122,6 +131,8 @@ def _structure_key(x):
         return (type(x), tuple(_structure_key(v) for v in x))
     if x is _SLOT:
         return "<tensor>"
+    if isinstance(x, tf.Variable):  # a distributed variable: the same one, not an equal one
+        return ("<variable>", id(x))
     try:
         hash(x)
     except TypeError:
@@ -285,7 +296,9 @@ def _captures(name, captured, variables):
 
 def _result_shapes(module):
     result = module.host_program_shape.result
-    shapes = result.tuple_shapes if result.tuple_shapes else [result]
+    if result.element_type == xla_data_pb2.TUPLE:  # empty when the step has no result
+        return [tuple(s.dimensions) for s in result.tuple_shapes]
+    shapes = [result]
     return [tuple(s.dimensions) for s in shapes]
 
 

@@ -311,9 +311,9 @@ def _with_float64(row, value, reference, old, wide):
 def _run_tensorflow(emulator, fn, signature, traced):
     """Run ``fn`` as a plain ``tf.function``; return outputs and new variable values.
 
-    Every variable the step reads is restored afterwards.
+    Every variable the step reads is restored afterwards, each replica's copy.
     """
-    variables = traced.variables
+    variables = [c for v in traced.variables for c in emulator.replica_copies.of(v) or (v,)]
     saved = [v.numpy() for v in variables]
     python_fn = getattr(fn, "python_function", fn)
     args, kwargs = signature.bind(signature.tensors)

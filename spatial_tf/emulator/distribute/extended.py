@@ -1,15 +1,16 @@
 """``EmulatorExtended``: what ``Emulator.extended`` answers, as TPUStrategy's would.
 
-It is TensorFlow's one-device implementation (variables are ordinary variables on the
-host CPU, where the emulator reads and writes them) with the replica count, input
-pipelines, reductions and per-replica values of a strategy with ``num_replicas``
-replicas, and ``call_for_each_replica`` running the step emulated.
+It is TensorFlow's one-device implementation (everything lives on the host CPU, where
+the emulator reads and writes it) with the replica count, input pipelines, reductions,
+per-replica values and distributed variables of a strategy with ``num_replicas``
+replicas (variables: ``variables.py``, their updates: ``updates.py``), and
+``call_for_each_replica`` running the step emulated.
 """
 import tensorflow as tf
 
 from spatial_tf import logs
 from spatial_tf.emulator.compile import runner
-from spatial_tf.emulator.distribute import datasets, hosts, on_read, pieces, replica
+from spatial_tf.emulator.distribute import datasets, hosts, pieces, replica, updates, variables
 
 __all__ = ["EmulatorExtended", "quiet_iterators"]
 
@@ -29,11 +30,42 @@ class EmulatorExtended(pieces.OneDeviceExtended):
 
     @pieces.tf_hook
     def _create_variable(self, next_creator, **kwargs):
-        variable = super()._create_variable(next_creator, **kwargs)
-        if self._num_replicas > 1 and on_read.is_per_replica(variable):
-            # an assign outside a step writes every replica's copy (on_read.py)
-            self._container_strategy().replica_values.watch(variable)
+        colocate_with = kwargs.pop("colocate_with", None)
+        if isinstance(colocate_with, pieces.SingleDevice):  # as TPUStrategy: not distributed
+            with tf.device(colocate_with.device):
+                return next_creator(**kwargs)
+        # colocated with a variable of this scope: the same copies, so nothing to do
+        strategy = self._container_strategy()
+        variable = variables.create(strategy, next_creator, strategy.num_cores_per_replica,
+                                    self._device, kwargs)
+        updates.checked_assigns(variable)
+        strategy.replica_copies.add(variable)
         return variable
+
+    @pieces.tf_hook
+    def _update(self, var, fn, args, kwargs, group):
+        return updates.update(self, self._local_results, var, fn, args, kwargs, group)
+
+    @pieces.tf_hook
+    def _update_non_slot(self, colocate_with, fn, args, kwargs, group):
+        return updates.update_non_slot(self._local_results, self._device, fn, args, kwargs,
+                                       group)
+
+    @pieces.tf_hook
+    def _broadcast_to(self, tensor, destinations):
+        return updates.broadcast_to(tensor, self._num_replicas)
+
+    @pieces.tf_hook
+    def read_var(self, replica_local_var):
+        return replica_local_var.read_value()
+
+    @pieces.tf_hook
+    def _get_local_replica_id(self, replica_id_in_sync_group):
+        # in a step, XLA's replica id (a tensor); the program is that replica's and holds
+        # its copy of each distributed variable as copy 0 (variables.py)
+        if tf.is_tensor(replica_id_in_sync_group):
+            return 0
+        return replica_id_in_sync_group
 
     @property
     @pieces.tf_hook
@@ -56,16 +88,21 @@ class EmulatorExtended(pieces.OneDeviceExtended):
 
     @pieces.tf_hook
     def _local_results(self, value):
-        if isinstance(value, pieces.PerReplica):
+        if isinstance(value, tf.distribute.DistributedValues):
             return value.values
+        if tf.nest.is_nested(value):  # each replica's structure (StrategyExtendedV2's)
+            return tuple(tf.nest.map_structure(lambda x, r=r: _component(x, r), value)
+                         for r in range(self._num_replicas))
         return (value,)
 
     @pieces.tf_hook
     def _reduce_to(self, reduce_op, value, destinations, options):
         if replica.in_program():
+            if isinstance(value, pieces.DistributedVariable):  # this replica's copy
+                value = variables.host_copies(value)[0].read_value()
             return replica.all_reduce(reduce_op, value, self._num_replicas)
-        if isinstance(value, pieces.PerReplica):
-            total = tf.add_n(list(value.values))
+        if isinstance(value, tf.distribute.DistributedValues):
+            total = tf.add_n([tf.convert_to_tensor(v) for v in value.values])
             if reduce_op == tf.distribute.ReduceOp.MEAN:
                 total = total / tf.cast(len(value.values), total.dtype)
             return total
@@ -75,8 +112,8 @@ class EmulatorExtended(pieces.OneDeviceExtended):
 
     @pieces.tf_hook
     def _gather_to_implementation(self, value, destinations, axis, options):
-        if isinstance(value, pieces.PerReplica):
-            return tf.concat(list(value.values), axis=axis)
+        if isinstance(value, tf.distribute.DistributedValues):
+            return tf.concat([tf.convert_to_tensor(v) for v in value.values], axis=axis)
         return value
 
     @pieces.tf_hook
@@ -138,6 +175,13 @@ class EmulatorExtended(pieces.OneDeviceExtended):
             checked_dataset_fn, self._input_workers_with_options(options), contexts,
             self._container_strategy(), options=options,
         ))
+
+
+def _component(value, replica):
+    """Replica ``replica``'s component of a distributed ``value``; else ``value``."""
+    if isinstance(value, tf.distribute.DistributedValues):
+        return value.values[replica]
+    return value
 
 
 def quiet_iterators(distributed):

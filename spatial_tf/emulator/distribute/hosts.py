@@ -120,6 +120,8 @@ def distributed_indices(args, kwargs) -> List[int]:
     (from a distributed dataset); the others are passed whole to every replica."""
     indices, position = [], 0
     for leaf in tf.nest.flatten((tuple(args), dict(kwargs or {}))):
+        if isinstance(leaf, tf.Variable):  # a distributed variable: captured, no argument
+            continue
         if isinstance(leaf, tf.distribute.DistributedValues):
             indices.append(position)
             position += 1

@@ -22,7 +22,7 @@ import tensorflow as tf
 from spatial_tf import context, logs
 from spatial_tf.emulator.distribute import pieces
 
-__all__ = ["EmulatedReplicaContext", "in_program", "all_reduce"]
+__all__ = ["EmulatedReplicaContext", "in_program", "all_reduce", "broadcast_first"]
 
 _state = threading.local()
 _instance_keys = itertools.count(1)
@@ -101,3 +101,19 @@ def all_reduce(reduce_op, value, num_replicas):
             return total // num_replicas
         return total / tf.cast(num_replicas, value.dtype)
     return total
+
+
+def broadcast_first(value, num_replicas):
+    """Replica 0's ``value`` on every replica of the program being traced: a cross-replica
+    sum of ``value`` on replica 0 and zeros elsewhere (TPUStrategy broadcasts with an
+    all-to-all; either is one collective in the program)."""
+    value = tf.convert_to_tensor(value)
+    if num_replicas == 1:
+        return tf.identity(value)
+    dtype = value.dtype
+    if dtype == tf.bool:
+        value = tf.cast(value, tf.int32)
+    first = tf.equal(pieces.xla_replica_id(), 0)
+    total = all_reduce(tf.distribute.ReduceOp.SUM, tf.where(first, value, tf.zeros_like(value)),
+                       num_replicas)
+    return tf.cast(total, dtype) if dtype == tf.bool else total

@@ -40,7 +40,7 @@ import tensorflow as tf
 from spatial_tf import context
 from spatial_tf.checks import CORE_COUNTS, check_int
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.emulator.distribute import pieces, hosts, on_read
+from spatial_tf.emulator.distribute import pieces, hosts, variables
 from spatial_tf.emulator.compile import _xla, runner
 from spatial_tf.emulator.compile.compiled import CompiledStep, Lowered
 from spatial_tf.emulator.distribute.extended import EmulatorExtended
@@ -162,8 +162,8 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         super().__init__(EmulatorExtended(self, self.host_layout))
         self._steps: "collections.OrderedDict[Any, Lowered]" = collections.OrderedDict()
         self._warned: set = set()
-        # each replica's value of the ON_READ variables (Keras metrics), see on_read.py
-        self.replica_values = on_read.ReplicaValues(self.num_replicas)
+        # the distributed variables made in the scope, each with a copy per replica
+        self.replica_copies = variables.ReplicaCopies()
 
     def __repr__(self) -> str:
         return (

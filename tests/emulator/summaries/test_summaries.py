@@ -119,7 +119,8 @@ def test_a_writer_entered_in_the_step_and_the_one_default_at_run(emulators, tmp_
 def test_summaries_in_a_step_are_written_eagerly_and_in_a_graph(emulators, tmp_path):
     emulator = emulators(2, 2)
     writer = tf.summary.create_file_writer(str(tmp_path))
-    counter = tf.Variable(0, dtype=tf.int64)
+    with emulator.scope():  # written by the step: a copy per replica
+        counter = tf.Variable(0, dtype=tf.int64)
 
     def step(x):
         x = spatial_tf.split(x, [1, 2])

@@ -96,8 +96,9 @@ def test_spmd_with_summary(tmp_path, replicas):
     for _ in range(num_iters):
         strategy.run(run, args=())
 
-    for var in strategy.experimental_local_results(step):
-        assert int(var.numpy()) == expected_event_count
+    for val in step.values:  # each replica's copy on each of its cores
+        for var in val.variables:
+            assert int(var.numpy()) == expected_event_count
 
     events = [e for path in glob.glob(f"{summary_dir}/events.out.tfevents.*")
               for e in tf.compat.v1.train.summary_iterator(path)]
