@@ -131,6 +131,12 @@ class _FramePooling:
 
     _image_layer = ""
 
+    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", **kwargs):
+        pool, stride = self._frame_arguments(pool_size, strides, kwargs)
+        super().__init__(pool, strides=stride, padding=padding,
+                         data_format="channels_last", **kwargs)
+        self.input_spec = None
+
     def _frame_arguments(self, pool_size, strides, kwargs):
         where = type(self).__name__
         _channels_last(kwargs, where)
@@ -157,12 +163,6 @@ class FrameMaxPooling2D(_FramePooling, keras.layers.MaxPooling3D):
 
     _image_layer = "MaxPooling2D"
 
-    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", **kwargs):
-        pool, stride = self._frame_arguments(pool_size, strides, kwargs)
-        super().__init__(pool, strides=stride, padding=padding,
-                         data_format="channels_last", **kwargs)
-        self.input_spec = None
-
 
 @keras.saving.register_keras_serializable(package="spatial_tf")
 class FrameAveragePooling2D(_FramePooling, keras.layers.AveragePooling3D):
@@ -175,12 +175,6 @@ class FrameAveragePooling2D(_FramePooling, keras.layers.AveragePooling3D):
     """
 
     _image_layer = "AveragePooling2D"
-
-    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", **kwargs):
-        pool, stride = self._frame_arguments(pool_size, strides, kwargs)
-        super().__init__(pool, strides=stride, padding=padding,
-                         data_format="channels_last", **kwargs)
-        self.input_spec = None
 
 
 @keras.saving.register_keras_serializable(package="spatial_tf")
