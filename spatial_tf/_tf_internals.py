@@ -63,7 +63,6 @@ __all__ = [
     "tpu_attribute",
     "function_graph",
     "handle_data",
-    "after_restore",
     "child_layers",
     "callable_losses",
     "own_trainable_variables",
@@ -232,19 +231,6 @@ def handle_data(handle: Any) -> Any:
     """The shape and dtype TensorFlow records on a resource handle (its ``_handle_data``:
     ``is_set``, ``shape_and_type``), or None for a tensor that has none."""
     return getattr(handle, "_handle_data", None)
-
-
-def after_restore(variable: Any, callback: Callable[[], None]) -> None:
-    """Call ``callback()`` after every checkpoint restore of ``variable``: TensorFlow
-    restores a variable through its ``_restore_from_tensors``, not ``assign``."""
-    restore = variable._restore_from_tensors
-
-    def restored(*args, **kwargs):
-        result = restore(*args, **kwargs)
-        callback()
-        return result
-
-    variable._restore_from_tensors = restored
 
 
 # ------------------------------------------------------------ Keras and tf_keras layers

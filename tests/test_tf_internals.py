@@ -100,14 +100,3 @@ def test_handle_data_is_the_shape_and_dtype_a_variable_handle_records():
     assert [d.size for d in data.shape_and_type[0].shape.dim] == [2, 3]
     assert tf.as_dtype(data.shape_and_type[0].dtype) == tf.float64
     assert _tf_internals.handle_data(tf.constant(1.0)) is None
-
-
-def test_after_restore_is_called_once_per_checkpoint_restore(tmp_path):
-    variable = tf.Variable([1.0, 2.0])
-    path = tf.train.Checkpoint(v=variable).save(str(tmp_path / "c"))
-    restored = []
-    _tf_internals.after_restore(variable, lambda: restored.append(variable.numpy().tolist()))
-    variable.assign([5.0, 6.0])
-    assert restored == []  # an assign is no restore
-    tf.train.Checkpoint(v=variable).restore(path).assert_consumed()
-    assert restored == [[1.0, 2.0]]  # called after the value was restored
