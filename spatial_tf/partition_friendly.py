@@ -180,7 +180,7 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
 def _layer_plans(model) -> List[Tuple[Change, Optional[Callable[[], None]]]]:
     """A ``(Change, apply or None)`` per layer a rule covers and per regularizer, every
     layer checked before any is changed."""
-    plans = []
+    plans: List[Tuple[Change, Optional[Callable[[], None]]]] = []
     for path, layer in _walk(model):
         rule = _rule_for(layer)
         if rule is None:

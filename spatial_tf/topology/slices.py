@@ -132,7 +132,8 @@ ALIASES = {
 
 # (canonical generation, suffix) -> SLICES key: every spelling ``tpu_generations.parse``
 # reads (v5e-8, v5litepod-8, V5Lite-8) finds the same slice
-_BY_GENERATION = {(parse(key)[0].name, parse(key)[1].suffix): key for key in SLICES}
+_BY_GENERATION = {(s.generation.name, s.suffix): key
+                  for key, s in ((key, parse(key)[1]) for key in SLICES) if s is not None}
 
 
 def canonical_name(name: str) -> Optional[str]:

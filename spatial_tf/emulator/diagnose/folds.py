@@ -132,7 +132,7 @@ def frame_remedy(op, num_cores: int) -> Optional[str]:
     shape = _static_shape(tensor)
     perm = _constant(tensor.op.inputs[1]) if tensor.op.type == "Transpose" else None
     source = _static_shape(tensor.op.inputs[0]) if perm is not None else None
-    if source is not None:
+    if source is not None and perm is not None:
         shape, axis = source, int(perm[axis])
     return _FRAME.format(axis=axis, shape=shape, fix=_fix(shape, [0, axis], num_cores, op))
 
@@ -140,10 +140,12 @@ def frame_remedy(op, num_cores: int) -> Optional[str]:
 def per_frame_layer(op, depth: int = 3) -> str:
     """The per-frame layer for the first op of a known kind reading ``op``'s result
     (within ``depth`` ops), else the list of them."""
-    pending, seen = [op], set()
+    pending: list = [op]
+    seen: set = set()
     for _ in range(depth):
-        pending = [c for o in pending for t in o.outputs for c in t.consumers()
-                   if c.name not in seen and not seen.add(c.name)]
+        pending = list({c.name: c for o in pending for t in o.outputs for c in t.consumers()
+                        if c.name not in seen}.values())
+        seen.update(c.name for c in pending)
         for consumer in pending:
             found = next((text for types, text in _LAYERS if consumer.type in types), None)
             if found:

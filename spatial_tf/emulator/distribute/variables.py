@@ -29,7 +29,7 @@ to its own copy (``ReplicaCopies``, which the runner asks).
 """
 import contextlib
 import weakref
-from typing import Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -98,7 +98,7 @@ def _components(next_creator, num_replicas, num_cores, device):
         initial_value = kwargs["initial_value"]
         with _maybe_init_scope():
             initial_value = initial_value() if callable(initial_value) else initial_value
-        copies = []
+        copies: List[Any] = []
         for r in range(num_replicas):
             kwargs["initial_value"] = initial_value
             if r:  # as TPUStrategy names them; the trailing "/" ignores name scopes
