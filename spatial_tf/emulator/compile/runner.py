@@ -67,14 +67,14 @@ def _numpy(t):
     return t.numpy() if hasattr(t, "numpy") else np.asarray(t)
 
 
-def _execute(emulator, step, per_replica_args, captures, extra, distributed):
+def _execute(emulator, step, copies, per_replica_args, captures, extra, distributed):
     """Run every replica; ``(outputs per replica, new values)``: each replica's value of
     each variable it writes, for ``StepCopies.written``. ``captures``: replica 0's
-    captured values; ``extra``: the other replicas' copies' (``StepCopies.extra``);
+    captured values; ``extra``: the other replicas' copies' (``copies.extra()``, the
+    step's ``StepCopies``);
     ``distributed``: the positions of the tensor arguments given per replica."""
     traced = step.traced
     _check_hosts(emulator, traced.name, per_replica_args, distributed)
-    copies = StepCopies(emulator, traced.captures)
     outputs, updates = step.program.execute_replicas(
         per_replica_args, captures, copies.replica_captures(captures, extra))
     return outputs, copies.new_values(traced.writes, updates)
@@ -106,7 +106,8 @@ def _run_now(emulator, step, signatures, distributed):
     captures = traced.capture_values()
     extra = [v.numpy() for _, v in copies.extra()]
     per_replica_args = [[_numpy(t) for t in s.tensors] for s in signatures]
-    outputs, updates = _execute(emulator, step, per_replica_args, captures, extra, distributed)
+    outputs, updates = _execute(emulator, step, copies, per_replica_args, captures, extra,
+                                distributed)
     for var, value in zip(copies.written(traced.writes), updates):
         var.assign(value)
     _write_summaries(traced, outputs[0])
@@ -138,7 +139,7 @@ def _run_in_graph(emulator, step, signatures, distributed):
             arrays[r * num_args:(r + 1) * num_args] for r in range(num_replicas)
         ]
         start = num_replicas * num_args
-        outputs, updates = _execute(emulator, step, per_replica_args,
+        outputs, updates = _execute(emulator, step, copies, per_replica_args,
                                     arrays[start:start + num_captures],
                                     arrays[start + num_captures:], distributed)
         flat = [o for replica_outputs in outputs for o in replica_outputs] + updates
@@ -202,8 +203,8 @@ def _run_in_graph_when_sizes_known(emulator, fn, signatures, distributed):
         captures = [c if i is None else values[i] for c, i in zip(traced.captures, first)]
         extra = [values[first[c] + 1 + j] for c, copies in enumerate(step_copies.copies)
                  for j in range(len(copies) - 1)]
-        outputs, updates = _execute(emulator, step, per_replica_args, captures, extra,
-                                    distributed)
+        outputs, updates = _execute(emulator, step, step_copies, per_replica_args, captures,
+                                    extra, distributed)
         new = iter(updates)
         for _, c in traced.writes:
             for r in range(len(step_copies.copies[c])):
