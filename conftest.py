@@ -23,7 +23,7 @@ import pytest
 
 # The suite's compiles are cached in a folder of its own, made anew for each run (shared
 # by its xdist workers, which inherit the variable), so no test reads a result another
-# run left; users' own suites use the default folder (spatial_tf.emulator.compile.compile_cache).
+# run left; users' own suites use the default folder (spatial_tf.emulator.xla.compile_cache).
 _CACHE_ENV = "SPATIAL_TF_COMPILE_CACHE"
 if _CACHE_ENV not in os.environ:
     os.environ[_CACHE_ENV] = _OWN_CACHE = tempfile.mkdtemp(prefix="spatial_tf_test_compiles_")

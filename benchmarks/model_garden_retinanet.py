@@ -295,7 +295,7 @@ def sort_gathers(compiled, model, size):
     (under ``activation_threshold``), ``loss`` (the loss's flattening of the head
     outputs and targets), ``backbone_fpn`` (an op in the backbone's or FPN's scope) and
     ``other`` (activation-sized elsewhere, or in an op without a layer scope)."""
-    from spatial_tf.emulator.diagnose.hlo_text import dims
+    from spatial_tf.emulator.xla.hlo_text import dims
 
     kernels = [v.shape.as_list() for v in model.trainable_variables if v.shape.rank == 4]
     scopes = tuple(f"/{layer.name}/" for layer in (model.backbone, model.decoder))

@@ -104,7 +104,7 @@ def main(argv=None):
                    help="also print each report's gather warnings (op, line, fix)")
     p.add_argument("--disable-hlo-passes", default=None, metavar="PASSES",
                    help="XLA passes to skip in every compile, comma-separated (default: the "
-                        "emulator's, spatial_tf.emulator.compile._xla.TPU_LIKE_OPTIONS)")
+                        "emulator's, spatial_tf.emulator.xla._xla.TPU_LIKE_OPTIONS)")
     p.add_argument("--target", default=None,
                    help="a TPU generation (e.g. v5e): add the TPU compiler's E(N)")
     args = p.parse_args(argv)

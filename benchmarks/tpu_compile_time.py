@@ -37,7 +37,7 @@ def hlo_pass_seconds(log: str):
 def compile_once(flags, shape, spec, cores, generation):
     """One compile with ``flags`` added to LIBTPU_INIT_ARGS: its figures as a dict."""
     from spatial_tf import planning
-    from spatial_tf.emulator.compile import tpu_compile
+    from spatial_tf.emulator.tpu import tpu_compile
     from spatial_tf.models import unet3d
 
     with tempfile.TemporaryDirectory() as folder:
@@ -76,7 +76,7 @@ def main(argv=None):
     parser.add_argument("--generation", default="v5e")
     args = parser.parse_args(argv)
     from spatial_tf import logs
-    from spatial_tf.emulator.compile.tpu_compile import libtpu_version
+    from spatial_tf.emulator.tpu.tpu_compile import libtpu_version
     from spatial_tf.table import format_bytes, format_table
 
     if libtpu_version() is None:

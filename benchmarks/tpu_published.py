@@ -179,7 +179,7 @@ def main(argv=None):
 
     import spatial_tf
     from spatial_tf import planning
-    from spatial_tf.emulator.compile.tpu_compile import libtpu_version
+    from spatial_tf.emulator.tpu.tpu_compile import libtpu_version
     from spatial_tf.models import ModelGardenUNetOptions, unet3d
     from spatial_tf.table import format_bytes, format_table
 

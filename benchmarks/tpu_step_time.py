@@ -105,7 +105,7 @@ def measure(row, batch_norm="keras"):
     seconds of its data-parallel gradient sum."""
     import spatial_tf
     from spatial_tf import planning
-    from spatial_tf.emulator.compile.step_time import gradient_all_reduce
+    from spatial_tf.emulator.tpu.step_time import gradient_all_reduce
 
     what, inputs, training, variables = build(row, batch_norm)
     plan = spatial_tf.plan(what, inputs, row.cores, budget="v3", specs=[row.spec],
@@ -118,7 +118,7 @@ def batch_linearity(edge, batches=(1, 2, 4), batch_norm="keras"):
     """The U-Net's predicted step time at cube ``edge`` on one v3 core for each batch,
     against batch 1's times the batch: whether a time compiled at a smaller batch may be
     scaled to the published one (rows marked "x2", "x4")."""
-    from spatial_tf.emulator.compile.step_time import seconds_text
+    from spatial_tf.emulator.tpu.step_time import seconds_text
     from spatial_tf.table import format_table
 
     rows, first = [], None
@@ -160,8 +160,8 @@ def main(argv=None):
             print(f"{number}. {row.model} {row.run}: {row.published:.3f} s ({row.source})")
         return 0
 
-    from spatial_tf.emulator.compile.step_time import seconds_text
-    from spatial_tf.emulator.compile.tpu_compile import libtpu_version
+    from spatial_tf.emulator.tpu.step_time import seconds_text
+    from spatial_tf.emulator.tpu.tpu_compile import libtpu_version
     from spatial_tf.table import format_bytes, format_table
 
     if libtpu_version() is None:

@@ -54,7 +54,7 @@ def main(argv=None):
     import keras
     import tensorflow as tf
     import spatial_tf
-    from spatial_tf.emulator.compile.tpu_compile import libtpu_version
+    from spatial_tf.emulator.tpu.tpu_compile import libtpu_version
     from spatial_tf.models import video_classifier
     from spatial_tf.planning import PlanOptions
     from spatial_tf.table import format_bytes, format_table

@@ -40,7 +40,7 @@ _EXPORTS = {
     "Error": "spatial_tf.error",
     "describe": "spatial_tf.topology",
     "Emulator": "spatial_tf.emulator",
-    "CompileError": "spatial_tf.emulator.compile.errors",
+    "CompileError": "spatial_tf.emulator.xla.errors",
     "ParityError": "spatial_tf.emulator.diagnose.parity",
     "plan": "spatial_tf.planning",
 }

@@ -5,7 +5,7 @@ Each keeps the built-in base that says what went wrong (``CompileError`` is a
 goes on working; ``except spatial_tf.Error`` catches what spatial_tf itself raised.
 
 >>> import spatial_tf
->>> from spatial_tf.emulator.compile.errors import CompileError
+>>> from spatial_tf.emulator.xla.errors import CompileError
 >>> issubclass(CompileError, spatial_tf.Error), issubclass(CompileError, ValueError)
 (True, True)
 """

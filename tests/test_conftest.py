@@ -21,14 +21,14 @@ def test_without_jax_emulator_tests_skip_with_the_reason(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-n", "0",
-         "tests/emulator/compile/test_executable.py", "spatial_tf/emulator/compile/executable.py",
+         "tests/emulator/xla/test_executable.py", "spatial_tf/emulator/xla/executable.py",
          "tests/test_summarize.py"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "6 passed, 13 skipped" in out, out
-    assert ("SKIPPED [3] spatial_tf/emulator/compile/executable.py: needs jax and jaxlib (the CPU "
+    assert ("SKIPPED [3] spatial_tf/emulator/xla/executable.py: needs jax and jaxlib (the CPU "
             "emulator), which are not installed here. Fix: pip install "
             "'spatial-tf[emulator]'") in out
 

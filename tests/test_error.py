@@ -43,7 +43,7 @@ def test_every_exception_class_derives_from_spatial_tf_error_and_keeps_its_base(
 
 
 def test_catching_the_base_catches_what_the_package_raised():
-    from spatial_tf.emulator.compile.tpu_compile import TpuCompileTimeout
+    from spatial_tf.emulator.tpu.tpu_compile import TpuCompileTimeout
 
     try:
         raise TpuCompileTimeout("step: not done after 1 s")

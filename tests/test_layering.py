@@ -1,13 +1,18 @@
 """spatial_tf's imports run one way: applications -> core -> foundation, and never in a
-cycle. The layers are drawn in docs/architecture.md; a new module is added to one here."""
+cycle; inside a package with sub-layers (the emulator's parts) its modules import one way
+too. The layers are drawn in docs/architecture.md, and so is the package's tree, which
+this test keeps in step with the folders; a new module is added to a layer here."""
 import ast
 import pathlib
+import re
 
 import pytest
 
 import spatial_tf
 
 PACKAGE = pathlib.Path(spatial_tf.__file__).parent
+ROOT = PACKAGE.parent
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = {
@@ -26,6 +31,26 @@ LAYERS = {
     "applications": ["spatial_tf.data", "spatial_tf.models", "spatial_tf.detection",
                      "spatial_tf.train", "spatial_tf.viz", "spatial_tf.commands",
                      "spatial_tf.__main__"],
+}
+
+# the parts of a package that form layers of their own, lowest first; a module of the
+# package may import its own part and the ones before it (the package's __init__, which
+# each part's __init__ imports for its lazy loading, is in none of them)
+SUB_LAYERS = {
+    "spatial_tf.emulator": {
+        # the door to jax and XLA: compile, run, cache, errors, handles, HLO text
+        "xla": ["spatial_tf.emulator.xla"],
+        # XLA:TPU, compile-only: targets, the worker, TpuCompiledStep, step time
+        "tpu": ["spatial_tf.emulator.tpu"],
+        # tf.summary calls cut out of a step
+        "summaries": ["spatial_tf.emulator.summaries"],
+        # trace, lower and compile for a target
+        "compile": ["spatial_tf.emulator.compile"],
+        # report, compare, remedies
+        "diagnose": ["spatial_tf.emulator.diagnose"],
+        # the tf.distribute strategy, running for every replica
+        "distribute": ["spatial_tf.emulator.distribute"],
+    },
 }
 
 
@@ -96,6 +121,13 @@ def violations(graph, layers):
     return found
 
 
+def inside(graph, package):
+    """The imports among ``package``'s modules, the package's own module left out."""
+    prefix = package + "."
+    return {module: {t for t in targets if t.startswith(prefix)}
+            for module, targets in graph.items() if module.startswith(prefix)}
+
+
 def cycles(graph):
     """Every group of modules that import each other, directly or not (Tarjan)."""
     index, low, stack, on_stack, found = {}, {}, [], set(), []
@@ -138,6 +170,98 @@ def test_no_module_imports_itself_through_others(graph):
     assert cycles(graph) == []
 
 
+@pytest.mark.parametrize("package", sorted(SUB_LAYERS))
+def test_the_parts_of_a_package_import_one_way(graph, package):
+    parts = inside(graph, package)
+    assert len(parts) > 20  # the package's modules were read
+    assert violations(parts, SUB_LAYERS[package]) == []
+    folders = {m[len(package) + 1:].split(".")[0] for m in parts
+               if (PACKAGE.parent / m.replace(".", "/")).is_dir()}
+    assert folders == set(SUB_LAYERS[package]), "a part of its own is one layer here"
+
+
+def drawn_tree(text):
+    """``{path: words}`` of the tree drawn in the first block under ``## Package layout``:
+    a folder (``emulator/``) or a module (``strategy.py``) first on its line, two spaces
+    deeper per level, and the words after it down to the next one."""
+    block = text.split("\n## Package layout", 1)[1].split("```", 2)[1]
+    entries, folders, last = {}, [], None
+    for line in block.splitlines():
+        depth, rest = divmod(len(line) - len(line.lstrip(" ")), 2)
+        entry = re.match(r"([\w.]+/|[\w.]+\.py)(?:\s|$)", line.lstrip(" "))
+        if entry and not rest and depth <= len(folders):
+            name = entry.group(1)
+            del folders[depth:]
+            last = "/".join(folders + [name.rstrip("/")]) + ("/" if name.endswith("/") else "")
+            entries[last] = ""
+            if name.endswith("/"):
+                folders.append(name.rstrip("/"))
+            line = line.lstrip(" ")[len(name):]
+        if last is not None:
+            entries[last] += " " + line.strip()
+    return entries
+
+
+def tree_mismatches(entries, root):
+    """What the drawn tree says of ``root``'s package that its folders do not: a folder
+    or module that is not there, a subpackage not drawn, a module named in an entry's
+    words that is not in that entry's folder."""
+    found = []
+    package = root.name + "/"
+    drawn = {p for p in entries if p.startswith(package)}
+    for path in sorted(drawn):
+        where = root.parent / path
+        if not (where / "__init__.py" if path.endswith("/") else where).is_file():
+            found.append(f"{path} is drawn but is not in the package")
+        folder = path if path.endswith("/") else path.rpartition("/")[0] + "/"
+        for named in re.findall(r"(?<![\w/.])(\w+\.py)\b", entries[path]):
+            if not (root.parent / folder / named).is_file():
+                found.append(f"{path} names {named}, which is not in {folder}")
+    for init in sorted(root.rglob("__init__.py")):
+        path = init.parent.relative_to(root.parent).as_posix() + "/"
+        if path != package and path not in drawn:
+            found.append(f"{path} is not drawn")
+    return found
+
+
+def test_the_package_layout_drawn_in_architecture_md_is_the_tree():
+    entries = drawn_tree(ARCHITECTURE.read_text())
+    assert {"spatial_tf/emulator/xla/", "spatial_tf/strategy.py", "tests/"} <= set(entries)
+    assert tree_mismatches(entries, PACKAGE) == []
+
+
+def test_the_emulators_parts_are_drawn_in_their_order_and_its_tests_mirror_them():
+    text = ARCHITECTURE.read_text().split("\n## The emulator's parts", 1)[1]
+    block = text.split("```", 2)[1]
+    drawn = re.findall(r"^ (\w+)\s{2,}", block, re.M)
+    assert drawn[::-1] == list(SUB_LAYERS["spatial_tf.emulator"])
+    tests = {d.name for d in (ROOT / "tests" / "emulator").iterdir()
+             if d.is_dir() and any(d.glob("test_*.py"))}
+    assert tests <= set(SUB_LAYERS["spatial_tf.emulator"]), "tests mirror the package"
+
+
+def test_the_tree_check_catches_a_missing_folder_a_stale_entry_and_a_misplaced_module(
+        tmp_path):
+    root = _tree(tmp_path, {"__init__.py": "", "emulator/__init__.py": "",
+                            "emulator/xla/__init__.py": "", "emulator/xla/_xla.py": "",
+                            "emulator/tpu/__init__.py": "", "checks.py": ""})
+    text = ("# A\n\n## Package layout\n\n```\nspatial_tf/\n  checks.py  checks\n"
+            "  emulator/      Emulator; _xla.py is the only module\n"
+            "                 that imports jax (see tests/test_one_door.py)\n"
+            "    compile/     trace\n    xla/  the door\n  table.py\ntests/ mirrors\n```\n")
+    entries = drawn_tree(text)
+    assert list(entries) == ["spatial_tf/", "spatial_tf/checks.py", "spatial_tf/emulator/",
+                             "spatial_tf/emulator/compile/", "spatial_tf/emulator/xla/",
+                             "spatial_tf/table.py", "tests/"]
+    assert "that imports jax" in entries["spatial_tf/emulator/"]
+    assert tree_mismatches(entries, root) == [
+        "spatial_tf/emulator/ names _xla.py, which is not in spatial_tf/emulator/",
+        "spatial_tf/emulator/compile/ is drawn but is not in the package",
+        "spatial_tf/table.py is drawn but is not in the package",
+        "spatial_tf/emulator/tpu/ is not drawn",
+    ]
+
+
 def _tree(tmp_path, files):
     root = tmp_path / "spatial_tf"
     for name, text in files.items():
@@ -170,3 +294,32 @@ def test_the_checks_catch_a_wrong_direction_a_cycle_and_an_unlisted_module(tmp_p
                               "spatial_tf.spec"]]
     layers["core"].remove("spatial_tf")
     assert "spatial_tf.extra is in no layer: add it to LAYERS" in violations(graph, layers)
+
+
+def test_the_checks_catch_an_upward_import_between_the_parts_of_a_package(tmp_path):
+    root = _tree(tmp_path, {
+        "__init__.py": "",
+        "emulator/__init__.py": "def submodule(package, name): pass\n",
+        "emulator/xla/__init__.py": "from spatial_tf.emulator import submodule\n",
+        "emulator/xla/errors.py": "",
+        "emulator/xla/executable.py": (
+            "from spatial_tf.emulator.xla import errors\n"
+            "def report():\n"
+            "    from spatial_tf.emulator.diagnose.report import build  # wrong way\n"),
+        "emulator/diagnose/__init__.py": "",
+        "emulator/diagnose/report.py": "from spatial_tf.emulator.xla.executable import run\n",
+        "emulator/extra/__init__.py": "",
+        "emulator/extra/tool.py": "from spatial_tf.emulator.xla import errors\n",
+    })
+    layers = {"xla": ["spatial_tf.emulator.xla"], "diagnose": ["spatial_tf.emulator.diagnose"]}
+    parts = inside(import_graph(root), "spatial_tf.emulator")
+    assert "spatial_tf.emulator" not in parts
+    assert parts["spatial_tf.emulator.xla"] == set()  # its loader is the package's
+    assert violations(parts, layers) == [
+        "spatial_tf.emulator.extra is in no layer: add it to LAYERS",
+        "spatial_tf.emulator.extra.tool is in no layer: add it to LAYERS",
+        "spatial_tf.emulator.xla.executable (xla) imports spatial_tf.emulator.diagnose.report "
+        "(diagnose)",
+    ]
+    # the whole package's layers do not see it: every part is in the one core layer
+    assert violations(import_graph(root), {"core": ["spatial_tf"]}) == []

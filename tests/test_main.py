@@ -25,7 +25,7 @@ def test_a_folder_named_spatial_tf_in_the_working_directory_does_not_shadow_the_
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
+@pytest.mark.skipif(__import__("spatial_tf.emulator.tpu.tpu_compile", fromlist=["x"])
                     .libtpu_version() is None,
                     reason="needs libtpu (XLA's TPU compiler): pip install "
                            "'spatial-tf[tpu-compile]'")
@@ -33,7 +33,7 @@ def test_ctrl_c_before_any_answer_is_one_line_and_exit_130(tmp_path):
     import signal
     import time
 
-    from spatial_tf.emulator.compile import _xla_tpu
+    from spatial_tf.emulator.tpu import _xla_tpu
 
     env = {**os.environ, "SPATIAL_TF_COMPILE_CACHE": str(tmp_path),
            _xla_tpu.TEST_SLEEP_ENV: "120"}  # the compile waits until Ctrl-C comes

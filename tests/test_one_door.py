@@ -1,7 +1,7 @@
 """Private attributes and jax are reached through one door each, read from every module's
 syntax tree: TensorFlow's, Keras' and tf_keras' private attributes only in
 ``spatial_tf/_tf_internals.py``, jax (and its private modules) only in the emulator's
-``compile/_xla.py`` and its TPU compiler worker ``compile/_xla_tpu.py``; a module reaches
+``xla/_xla.py`` and its TPU compiler worker ``tpu/_xla_tpu.py``; a module reaches
 another module's objects through their methods, never their ``_attributes``."""
 import ast
 import pathlib
@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "spatial_tf"
 TF_DOOR = "_tf_internals.py"
-JAX_DOOR = ("emulator/compile/_xla.py", "emulator/compile/_xla_tpu.py")
+JAX_DOOR = ("emulator/xla/_xla.py", "emulator/tpu/_xla_tpu.py")
 JAX_MODULES = ("jax", "jaxlib", "libtpu")
 # private by name only: Python documents them as public API
 PUBLIC_BY_DOCUMENTATION = {
@@ -100,7 +100,7 @@ def test_private_attributes_are_reached_only_through_the_doors():
                  for line, expression in private_reaches(p.read_text())]
     assert offenders == [], (
         "private attributes reached outside the doors; reach TensorFlow's and Keras' "
-        "through spatial_tf/_tf_internals.py, jax's through emulator/compile/_xla.py, "
+        "through spatial_tf/_tf_internals.py, jax's through emulator/xla/_xla.py, "
         "and other spatial_tf objects' through a method:\n" + "\n".join(offenders))
 
 

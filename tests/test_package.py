@@ -81,7 +81,7 @@ def test_subpackages_are_attributes_and_load_lazily():
 
 
 def test_error_types_users_catch_are_exported():
-    from spatial_tf.emulator.compile.errors import CompileError
+    from spatial_tf.emulator.xla.errors import CompileError
     from spatial_tf.emulator.diagnose.parity import ParityError
     from spatial_tf.strategy import TPUError, TPUUnavailableError
 

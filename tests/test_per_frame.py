@@ -13,7 +13,7 @@ import keras
 
 import spatial_tf
 from spatial_tf.emulator import Emulator
-from spatial_tf.emulator.diagnose.hlo_text import GATHER_KINDS
+from spatial_tf.emulator.xla.hlo_text import GATHER_KINDS
 from spatial_tf.layers import (
     FrameAveragePooling2D,
     FrameConv2D,

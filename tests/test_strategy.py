@@ -267,7 +267,7 @@ def test_auto_does_not_hide_an_impossible_request(fake_tpu):
 
 
 def test_auto_without_tpu_or_jax_warns_and_uses_the_default_strategy(no_tpu_here, monkeypatch):
-    from spatial_tf.emulator.compile import _xla
+    from spatial_tf.emulator.xla import _xla
 
     monkeypatch.setattr(_xla, "_jax", None)  # forget the loaded jax ...
     monkeypatch.setitem(sys.modules, "jax", None)  # ... and make it unimportable

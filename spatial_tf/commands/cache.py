@@ -49,7 +49,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from spatial_tf.emulator.compile import compile_cache
+    from spatial_tf.emulator.xla import compile_cache
     from spatial_tf.table import format_bytes
 
     folder = compile_cache.directory()

@@ -5,7 +5,7 @@ per-core memory and communication, ``compare`` checks the partitioned run agains
 unpartitioned one. jax/jaxlib (``pip install "spatial-tf[emulator]"``) are imported at
 the first ``Emulator``; ``configure`` sets how many virtual devices jax starts with.
 Names are imported on first use, so the TPU compiler's worker process
-(``spatial_tf.emulator.compile._xla_tpu``) starts without TensorFlow.
+(``spatial_tf.emulator.tpu._xla_tpu``) starts without TensorFlow.
 
 >>> import tensorflow as tf, spatial_tf
 >>> from spatial_tf.emulator import Emulator
@@ -14,8 +14,10 @@ Names are imported on first use, so the TPU compiler's worker process
 >>> float(emulator.run(step, args=(tf.ones([4, 8]),)))
 32.0
 """
+import functools
 import importlib
 import os
+import warnings
 
 from spatial_tf import frames
 
@@ -27,16 +29,16 @@ __all__ = ["Emulator", "configure", "CompileError"]
 # public name -> module that defines it
 _EXPORTS = {
     "Emulator": "spatial_tf.emulator.distribute.strategy",
-    "CompileError": "spatial_tf.emulator.compile.errors",
-    "configure": "spatial_tf.emulator.compile._xla",
-    "DEFAULT_CPU_DEVICES": "spatial_tf.emulator.compile._xla",
-    "DEVICES_ENV": "spatial_tf.emulator.compile._xla",
+    "CompileError": "spatial_tf.emulator.xla.errors",
+    "configure": "spatial_tf.emulator.xla._xla",
+    "DEFAULT_CPU_DEVICES": "spatial_tf.emulator.xla._xla",
+    "DEVICES_ENV": "spatial_tf.emulator.xla._xla",
 }
 
 
 def submodule(package: str, name: str):
     """``package.name`` imported on first use, as an attribute of ``package``
-    (``spatial_tf.emulator.compile.tpu_compile`` after ``import spatial_tf``); an
+    (``spatial_tf.emulator.tpu.tpu_compile`` after ``import spatial_tf``); an
     ``AttributeError`` when there is no such module."""
     try:
         return importlib.import_module(f"{package}.{name}")
@@ -44,6 +46,16 @@ def submodule(package: str, name: str):
         if e.name != f"{package}.{name}":
             raise
         raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+
+def moved(old: str, new: str):
+    """For a module left at its old path ``old``: warn that it moved to ``new`` (the old
+    path works for one release), and return the old module's ``__getattr__``, which
+    answers with ``new``'s names."""
+    warnings.warn(
+        f"{old} moved to {new}; the old path works for one release. Fix: import from "
+        f"{new}.", DeprecationWarning, stacklevel=3)
+    return functools.partial(getattr, importlib.import_module(new))
 
 
 def __getattr__(name):

@@ -33,8 +33,8 @@ import dataclasses
 import re
 from typing import Optional, Sequence
 
-from spatial_tf.emulator.diagnose.hlo_text import INSTRUCTION as _INSTRUCTION
-from spatial_tf.emulator.diagnose.hlo_text import arrays, element_bytes
+from spatial_tf.emulator.xla.hlo_text import INSTRUCTION as _INSTRUCTION
+from spatial_tf.emulator.xla.hlo_text import arrays, element_bytes
 
 __all__ = ["padded_bytes", "TpuEstimate", "estimate", "parse_arrays"]
 
@@ -46,7 +46,7 @@ _FUSED = re.compile(r"\bfusion\(.*?calls=%?([\w.\-]+)")
 _NO_BUFFER = {"parameter", "tuple", "get-tuple-element", "bitcast", "constant",
               "partition-id", "replica-id", "after-all", "opt-barrier"}
 
-# one reader of HLO shapes for the package: the emulator's (spatial_tf.emulator.diagnose.hlo_text)
+# one reader of HLO shapes for the package: the emulator's (spatial_tf.emulator.xla.hlo_text)
 parse_arrays = arrays
 
 

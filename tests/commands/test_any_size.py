@@ -440,7 +440,7 @@ def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, c
 
 @pytest.mark.emulator
 @pytest.mark.extended  # a fitting TPU compile (80 s): benchmarks/extended_tests.py runs it
-@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile").emulator.compile
+@pytest.mark.skipif(__import__("spatial_tf.emulator.tpu.tpu_compile").emulator.tpu
                     .tpu_compile.libtpu_version() is None,
                     reason="needs libtpu (XLA's TPU compiler): pip install "
                            "'spatial-tf[tpu-compile]'")

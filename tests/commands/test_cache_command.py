@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from spatial_tf.emulator.compile import compile_cache
+from spatial_tf.emulator.xla import compile_cache
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROG = "python -m spatial_tf cache"

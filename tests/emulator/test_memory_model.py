@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.compile import _xla
+from spatial_tf.emulator.xla import _xla
 
 FILTERS = (16, 32, 32, 16)  # four 3x3 convolutions, then a 1x1 head: five kernels
 

@@ -13,7 +13,7 @@ import glob
 import keras
 import pytest
 import tensorflow as tf
-from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.xla.errors import CompileError
 
 
 REPLICAS = [1, 2]

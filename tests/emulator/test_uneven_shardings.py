@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.compile import _xla
+from spatial_tf.emulator.xla import _xla
 
 
 def _sharding(text):

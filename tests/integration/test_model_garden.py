@@ -26,7 +26,7 @@ from official.core import exp_factory, task_factory, train_lib  # noqa: E402
 from official.projects.volumetric_models import registry_imports  # noqa: E402,F401
 
 import spatial_tf  # noqa: E402
-from spatial_tf.emulator.diagnose.hlo_text import collectives  # noqa: E402
+from spatial_tf.emulator.xla.hlo_text import collectives  # noqa: E402
 
 SIZE = 32  # the volume side, as in the experiment's own test config
 CHANNELS = CLASSES = 2

@@ -249,7 +249,7 @@ def test_without_step_times_the_plan_ranks_by_communication_and_says_why():
     assert "Step est.: none: no step time for TPU v6e" in str(plan)
 
 
-@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
+@pytest.mark.skipif(__import__("spatial_tf.emulator.tpu.tpu_compile", fromlist=["x"])
                     .libtpu_version() is None,
                     reason="needs libtpu (XLA's TPU compiler): pip install "
                            "'spatial-tf[tpu-compile]'")
@@ -258,7 +258,8 @@ def test_ctrl_c_during_a_compile_ranks_the_candidates_compiled_and_lists_the_res
     import signal
     import threading
 
-    from spatial_tf.emulator.compile import _xla_tpu, compile_cache
+    from spatial_tf.emulator.tpu import _xla_tpu
+    from spatial_tf.emulator.xla import compile_cache
 
     monkeypatch.setenv(compile_cache.ENV, str(tmp_path))
     kernel = tf.Variable(tf.ones([3, 3, 8, 8]))

@@ -111,7 +111,7 @@ def _plan_on_tpu(arguments, cache):
 
 # one test for the two commands: the second reads the first's compiles from the cache
 @pytest.mark.slow
-@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
+@pytest.mark.skipif(__import__("spatial_tf.emulator.tpu.tpu_compile", fromlist=["x"])
                     .libtpu_version() is None,
                     reason="needs libtpu (XLA's TPU compiler): pip install "
                            "'spatial-tf[tpu-compile]'")
@@ -141,7 +141,7 @@ def test_a_tpu_budget_is_decided_by_the_tpu_compiler_and_core_counts_get_a_cost(
     assert (tmp_path / "scaling.png").stat().st_size > 10_000
 
 
-@pytest.mark.skipif(__import__("spatial_tf.emulator.compile.tpu_compile", fromlist=["x"])
+@pytest.mark.skipif(__import__("spatial_tf.emulator.tpu.tpu_compile", fromlist=["x"])
                     .libtpu_version() is None,
                     reason="needs libtpu (XLA's TPU compiler): pip install "
                            "'spatial-tf[tpu-compile]'")

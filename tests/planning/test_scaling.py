@@ -3,7 +3,8 @@ import pytest
 import tensorflow as tf
 
 from spatial_tf import planning
-from spatial_tf.emulator.compile import compile_cache, tpu_compile
+from spatial_tf.emulator.tpu import tpu_compile
+from spatial_tf.emulator.xla import compile_cache
 
 needs_libtpu = pytest.mark.skipif(
     tpu_compile.libtpu_version() is None,

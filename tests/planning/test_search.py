@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from spatial_tf import planning
 from spatial_tf.emulator import Emulator
-from spatial_tf.emulator.compile import compile_cache, tpu_compile
+from spatial_tf.emulator.tpu import tpu_compile
+from spatial_tf.emulator.xla import compile_cache
 from spatial_tf.planning.candidates import candidate_specs
 
 pytestmark = pytest.mark.skipif(

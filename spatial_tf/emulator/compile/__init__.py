@@ -1,5 +1,11 @@
-"""Compile and run: trace a step, partition and compile it with XLA (XLA:CPU here, or
-XLA:TPU as a compile-only target), cache compiles, run them for every replica.
+"""The compile path: trace a step into one XLA program (``trace``, ``tpu.outside_compilation``
+inside it: ``host_ops``), then ``lower(...).compile(target=None)`` (``compiled``): XLA:CPU
+for the emulator's cores (``xla``), or a compile-only target such as XLA:TPU (``tpu``).
+It sits on ``xla``, ``tpu`` and ``summaries``; running for every replica is
+``distribute``'s, the report and ``compare`` are ``diagnose``'s.
+
+``errors``, ``compile_cache``, ``tpu_compile`` and ``step_time`` were modules here before
+they moved to ``xla`` and ``tpu``; those paths work for one release and warn.
 """
 import functools
 

@@ -20,7 +20,7 @@ TensorFlow is replaced.
 """
 import os
 
-from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.xla.errors import CompileError
 
 __all__ = ["made_by_outside_compilation", "explain"]
 

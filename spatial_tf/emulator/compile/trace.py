@@ -23,9 +23,10 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
-from spatial_tf.emulator.compile import errors, host_ops
+from spatial_tf.emulator.compile import host_ops
+from spatial_tf.emulator.xla import errors
 from spatial_tf.emulator.summaries import graph, writes
-from spatial_tf.emulator.compile.handles import HandleVariable, is_variable
+from spatial_tf.emulator.xla.handles import HandleVariable, is_variable
 from spatial_tf.spec.paths import flatten_with_paths
 
 __all__ = ["Outline", "Traced", "CallSignature", "outline", "trace", "function_name", "leaf_paths"]

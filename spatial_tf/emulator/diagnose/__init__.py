@@ -1,5 +1,10 @@
 """Diagnosis: what a partitioned step costs per core (``report``), whether partitioning
-changes its results (``compare``), and the user's line and fix for each gather.
+changes its results (``compare``), and the user's line and fix for each gather. It reads
+compiled steps (``compile``) and HLO text (``xla``), and is called by ``Emulator``
+(``distribute``), which sits above it.
+
+``hlo_text`` was a module here before it moved to ``xla``; that path works for one
+release and warns.
 """
 import functools
 

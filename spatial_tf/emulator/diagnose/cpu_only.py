@@ -21,7 +21,7 @@ import dataclasses
 import math
 from typing import Iterable, List, Sequence
 
-from spatial_tf.emulator.diagnose.hlo_text import INSTRUCTION, arrays, element_bytes
+from spatial_tf.emulator.xla.hlo_text import INSTRUCTION, arrays, element_bytes
 from spatial_tf.table import format_bytes
 
 __all__ = ["Expansion", "expanded_depthwise_gradients", "notes"]

@@ -15,7 +15,7 @@ Float32 results of real models can differ by far more than any fixed tolerance b
 two equally valid evaluations (gradients through batch norm over a few values are
 ill-conditioned: TensorFlow's own graph and XLA runs differ by percents there). So for
 float32 the unpartitioned reference is also computed with float32 replaced by float64,
-partitioned and unpartitioned (``precision.py``): a correct partitioning agrees there to
+partitioned and unpartitioned (``xla/precision.py``): a correct partitioning agrees there to
 about 1e-12. A float32 row over its tolerance is *rounding* when the float64 programs
 agree, an *ERROR* when they do not. ``floor`` shows how far the unpartitioned float32
 result itself is from float64, the noise rounding alone makes; where it is large (the
@@ -30,8 +30,8 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context, logs
-from spatial_tf.emulator.compile import replicas
-from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.xla import replicas
+from spatial_tf.emulator.xla.errors import CompileError
 from spatial_tf.emulator.diagnose.report import display_name
 from spatial_tf.emulator.compile.trace import CallSignature
 from spatial_tf.error import Error

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional
 
 from spatial_tf import logs
 from spatial_tf.emulator.diagnose import cpu_only, folds, op_source, remedies
-from spatial_tf.emulator.compile.executable import MEMORY_KINDS
-from spatial_tf.emulator.diagnose.hlo_text import GATHER_KINDS, KINDS, dims
+from spatial_tf.emulator.xla.executable import MEMORY_KINDS
+from spatial_tf.emulator.xla.hlo_text import GATHER_KINDS, KINDS, dims
 from spatial_tf.table import format_bytes, format_table
 
 __all__ = ["Report", "build_report", "display_name", "GATHER_KINDS"]
@@ -149,7 +149,7 @@ def _tpu_cells(tpu, kind):
 def _step_time_lines(tpu):
     """The predicted TPU step times, partitioned and not, their ratio and their source;
     or why there is none."""
-    from spatial_tf.emulator.compile.step_time import seconds_text
+    from spatial_tf.emulator.tpu.step_time import seconds_text
 
     times = tpu.get("step_time") or {}
     name = f"TPU {tpu['target']}"
@@ -172,7 +172,7 @@ def _step_time_lines(tpu):
 
 def _tpu_step_times(on_tpu):
     """``{partitioned|unpartitioned: StepTime or None}`` and why one is missing."""
-    from spatial_tf.emulator.compile.step_time import NoStepTime
+    from spatial_tf.emulator.tpu.step_time import NoStepTime
 
     times, missing = {}, []
     for which, partitioned in (("partitioned", True), ("unpartitioned", False)):

@@ -1,5 +1,8 @@
-"""The ``tf.distribute`` strategy: ``Emulator``, its extended and replica contexts,
-input distribution over replicas and hosts, and per-replica variables.
+"""The ``tf.distribute`` strategy, the emulator's top part: ``Emulator``, its extended
+and replica contexts, input distribution over replicas and hosts, per-replica variables,
+and running a compiled step for every replica (``runner``, ``copies``). ``Emulator``
+composes the parts below: it traces and compiles (``compile``), builds reports and
+comparisons (``diagnose``) and reads TPU targets (``tpu``).
 """
 import functools
 

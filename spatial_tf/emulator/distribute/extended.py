@@ -9,8 +9,8 @@ replicas (variables: ``variables.py``, their updates: ``updates.py``), and
 import tensorflow as tf
 
 from spatial_tf import logs
-from spatial_tf.emulator.compile import runner
-from spatial_tf.emulator.distribute import datasets, hosts, pieces, replica, updates, variables
+from spatial_tf.emulator.distribute import (datasets, hosts, pieces, replica, runner,
+                                            updates, variables)
 
 __all__ = ["EmulatorExtended", "quiet_iterators"]
 

@@ -40,19 +40,19 @@ import tensorflow as tf
 from spatial_tf import context
 from spatial_tf.checks import CORE_COUNTS, check_int
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.emulator.distribute import pieces, hosts, variables
-from spatial_tf.emulator.compile import _xla, runner
 from spatial_tf.emulator.compile.compiled import CompiledStep, Lowered
+from spatial_tf.emulator.compile.trace import CallSignature, trace
+from spatial_tf.emulator.distribute import hosts, pieces, runner, variables
 from spatial_tf.emulator.distribute.extended import EmulatorExtended
 from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext, tracing
-from spatial_tf.emulator.compile.trace import CallSignature, trace
+from spatial_tf.emulator.xla import _xla
 from spatial_tf.spec import Replicate, check_num_cores_per_replica, validate
 from spatial_tf.table import plural
 
-if TYPE_CHECKING:  # annotations only: these modules import this one's neighbours
-    from spatial_tf.emulator.compile.compiled import TpuCompiledStep
+if TYPE_CHECKING:  # annotations only: diagnosis and the TPU target load on first use
     from spatial_tf.emulator.diagnose.parity import Comparison
     from spatial_tf.emulator.diagnose.report import Report
+    from spatial_tf.emulator.tpu.compiled_step import TpuCompiledStep
 
 __all__ = ["Emulator", "UnsplitStepWarning"]
 
@@ -217,7 +217,7 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
             with tracing(self):
                 traced = trace(fn, signature=signature,
                                context=lambda: EmulatedReplicaContext(self))
-            lowered = Lowered(self, traced, time.perf_counter() - start)
+            lowered = Lowered(self, traced, time.perf_counter() - start, build_report)
             self._steps[key] = lowered
             self._warn_if_unsplit(fn, traced)
             while len(self._steps) > MAX_CACHED_STEPS:
@@ -347,7 +347,7 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
             target, self.num_cores_per_replica)
         lowered = self.lower(fn, args, kwargs)
         on_tpu = lowered.compile(target) if target is not None else None
-        return lowered.compile().report(gather_threshold_bytes, on_tpu=on_tpu)
+        return build_report(lowered.compile(), gather_threshold_bytes, on_tpu)
 
     def compare(self, fn: Callable, args: Sequence = (),
                 kwargs: Optional[Mapping[str, Any]] = None, *, reference: str = "unpartitioned",
@@ -380,12 +380,21 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         )
 
 
+def build_report(compiled: CompiledStep, gather_threshold_bytes: Optional[int] = None,
+                 on_tpu: Optional["TpuCompiledStep"] = None) -> "Report":
+    """The ``Report`` of a compiled step (``Emulator.report``, ``CompiledStep.report``):
+    the emulator builds it, so the compile part never imports diagnosis."""
+    from spatial_tf.emulator.diagnose.report import build_report as diagnose
+
+    return diagnose(compiled, gather_threshold_bytes, on_tpu)
+
+
 def _checked_target(target, cores):
     """``target`` as a ``TpuTarget`` (None stays None), with libtpu checked now, before
     anything long runs."""
     if target is None:
         return None
-    from spatial_tf.emulator.compile.tpu_compile import check_target
+    from spatial_tf.emulator.tpu.tpu_compile import check_target
 
     return check_target("Emulator", target, cores)[0]
 

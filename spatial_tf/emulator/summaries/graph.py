@@ -39,8 +39,8 @@ from typing import Any, List
 
 import tensorflow as tf
 
-from spatial_tf.emulator.compile.errors import CompileError
-from spatial_tf.emulator.compile.handles import HandleVariable
+from spatial_tf.emulator.xla.errors import CompileError
+from spatial_tf.emulator.xla.handles import HandleVariable
 from spatial_tf.emulator.summaries.branch import empty_branch, host_branch
 from spatial_tf.emulator.summaries.parts import (INPUT, HostRun, Split, Write, inputs_used,
                                                  node_name)

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.emulator.diagnose import folds, op_source, remedies
-from spatial_tf.emulator.diagnose.hlo_text import collectives
+from spatial_tf.emulator.xla.hlo_text import collectives
 
 B, T, H, W, C = 2, 4, 16, 16, 4
 CLIP = (B, T, H, W, C)

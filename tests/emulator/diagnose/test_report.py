@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.emulator.diagnose.hlo_text import collectives, shape_bytes
+from spatial_tf.emulator.xla.hlo_text import collectives, shape_bytes
 from spatial_tf.spec import Assign, Replicate
 
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.xla.errors import CompileError
 from spatial_tf.emulator.compile.trace import trace
 
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tensorflow.python.ops import summary_ops_v2 as summary_ops
 
 import spatial_tf
-from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.xla.errors import CompileError
 
 
 def _events(logdir):

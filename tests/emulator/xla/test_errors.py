@@ -5,7 +5,7 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.emulator import CompileError
-from spatial_tf.emulator.compile.errors import from_tensorflow_error
+from spatial_tf.emulator.xla.errors import from_tensorflow_error
 
 
 def _unique(x):

@@ -11,8 +11,9 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.emulator import Emulator
-from spatial_tf.emulator.compile import compile_cache, tpu_compile
-from spatial_tf.emulator.compile.step_time import NoStepTime, step_time
+from spatial_tf.emulator.tpu import tpu_compile
+from spatial_tf.emulator.xla import compile_cache
+from spatial_tf.emulator.tpu.step_time import NoStepTime, step_time
 
 # v3: 123 TFLOP/s per chip = 2 TensorCores x 2 MXUs x 128 x 128 x 2 flops x clock
 V3_CLOCK = 123e12 / (2 * 2 * 128 * 128 * 2)

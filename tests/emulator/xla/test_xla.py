@@ -8,7 +8,7 @@ import pytest
 
 import spatial_tf
 from spatial_tf.emulator import configure
-from spatial_tf.emulator.compile import _xla
+from spatial_tf.emulator.xla import _xla
 
 
 def test_devices_are_shared_and_counted():
@@ -40,7 +40,7 @@ def test_unverified_jax_version_warns():
 def test_device_count_from_environment(tmp_path):
     script = textwrap.dedent(
         """
-        from spatial_tf.emulator.compile import _xla
+        from spatial_tf.emulator.xla import _xla
         print(len(_xla._load().jax.devices("cpu")) if _xla.cpu_devices(2) else 0)
         """
     )

@@ -1,4 +1,4 @@
-"""The TPU compiler's worker: ``python -m spatial_tf.emulator.compile._xla_tpu FOLDER``.
+"""The TPU compiler's worker: ``python -m spatial_tf.emulator.tpu._xla_tpu FOLDER``.
 
 It compiles one program with libtpu's XLA:TPU compiler for compile-only TPU devices (no
 TPU needed) and writes what the compiler said to ``FOLDER/result.json``. The program
@@ -10,7 +10,7 @@ up before jax first starts a backend, and a compile that runs too long must be s
 the process ends with ``os._exit`` once the result is written. Verified with jax/jaxlib
 0.10.2 and libtpu 0.0.42.1.
 
-``python -m spatial_tf.emulator.compile._xla_tpu FOLDER PARENT_PID`` (how ``tpu_compile``
+``python -m spatial_tf.emulator.tpu._xla_tpu FOLDER PARENT_PID`` (how ``tpu_compile``
 starts it) also ties the worker to its parent (``follow_parent``): it ends when that
 process ends, however it ends (an interrupt, SIGTERM, SIGKILL), and removes ``FOLDER``
 first, so a ``plan`` that is killed leaves no compiler running (several GB) and no
@@ -19,7 +19,7 @@ folder behind. On Linux the kernel sends it SIGTERM when the parent dies
 
 ``SPATIAL_TF_WORKER_TEST_SLEEP=SECONDS`` is a test hook, never set otherwise: the worker
 waits that long before it compiles, so that the tests of its lifetime
-(``tests/emulator/compile/test_worker_lifetime.py``) can kill its parent meanwhile
+(``tests/emulator/tpu/test_worker_lifetime.py``) can kill its parent meanwhile
 without loading libtpu.
 """
 import importlib
@@ -49,7 +49,7 @@ def compile_request(request, hlo):
     ``status``: ``compiled`` (``memory``, ``cost``, ``hlo_text``), ``out_of_memory`` or
     ``failed`` (``message``: the compiler's own words); ``error`` when the compiler could
     not be set up (``main``)."""
-    from spatial_tf.emulator.compile import _xla
+    from spatial_tf.emulator.xla import _xla
 
     j = _xla._load()
     xc = j.xla_client

@@ -18,7 +18,7 @@ variable: every replica reads it, and with several replicas no step may write it
 """
 from typing import List, Sequence
 
-from spatial_tf.emulator.compile.handles import is_variable
+from spatial_tf.emulator.xla.handles import is_variable
 
 __all__ = ["StepCopies"]
 

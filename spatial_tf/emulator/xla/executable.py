@@ -20,8 +20,8 @@ import time
 import numpy as np
 
 from spatial_tf import logs
-from spatial_tf.emulator.compile import _xla, precision, replicas
-from spatial_tf.emulator.compile.errors import CompileError
+from spatial_tf.emulator.xla import _xla, precision, replicas
+from spatial_tf.emulator.xla.errors import CompileError
 from spatial_tf.table import plural
 
 __all__ = ["Program", "compile_error", "MEMORY_KINDS", "with_peak"]

@@ -15,9 +15,10 @@ import spatial_tf
 from spatial_tf import planning
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
 from spatial_tf.emulator import Emulator
-from spatial_tf.emulator.compile import compile_cache, tpu_compile
-from spatial_tf.emulator.compile.tpu_compile import (TpuCompilerUnavailable, TpuCompileTimeout,
-                                             compile_for_tpu, tpu_target)
+from spatial_tf.emulator.tpu import tpu_compile
+from spatial_tf.emulator.xla import compile_cache
+from spatial_tf.emulator.tpu.tpu_compile import (TpuCompilerUnavailable, TpuCompileTimeout,
+                                                 compile_for_tpu, tpu_target)
 
 needs_libtpu = pytest.mark.skipif(
     tpu_compile.libtpu_version() is None,
@@ -374,12 +375,12 @@ def test_the_worker_reports_a_compiler_that_cannot_start(tmp_path):
     import subprocess
     import sys
 
-    from spatial_tf.emulator.compile import _xla_tpu
+    from spatial_tf.emulator.tpu import _xla_tpu
 
     (tmp_path / "program.pb").write_bytes(b"")
     (tmp_path / "request.json").write_text(json.dumps(
         {"topology": "v99:1x1", "num_partitions": 1, "free_in": [], "propagate_out": False}))
-    done = subprocess.run([sys.executable, "-m", "spatial_tf.emulator.compile._xla_tpu",
+    done = subprocess.run([sys.executable, "-m", "spatial_tf.emulator.tpu._xla_tpu",
                            str(tmp_path)], env={**os.environ, **_xla_tpu.ENVIRONMENT},
                           capture_output=True, timeout=120)
     assert done.returncode == 0

@@ -5,7 +5,7 @@ hand from the shapes written in the line.
 """
 import pytest
 
-from spatial_tf.emulator.diagnose.hlo_text import collectives, shape_bytes, tuple_elements
+from spatial_tf.emulator.xla.hlo_text import collectives, shape_bytes, tuple_elements
 
 F32_4x8 = 4 * 8 * 4  # 128 bytes
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import spatial_tf
-from spatial_tf.emulator.compile import replicas
+from spatial_tf.emulator.xla import replicas
 
 
 def _net(dtype):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from spatial_tf.emulator.compile.handles import HandleVariable
+from spatial_tf.emulator.xla.handles import HandleVariable
 
 
 def _run_both(emulator, make_step):

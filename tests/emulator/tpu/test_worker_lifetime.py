@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from spatial_tf.emulator.compile import _xla_tpu
+from spatial_tf.emulator.tpu import _xla_tpu
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -31,7 +31,7 @@ pytestmark = [
 # the parent: reports the worker's pid and folder as the library starts it, then waits
 PARENT = """
 import json, signal, subprocess, sys
-from spatial_tf.emulator.compile import tpu_compile
+from spatial_tf.emulator.tpu import tpu_compile
 
 # as on the command line, whatever the test runner's own signal handling
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -133,7 +133,7 @@ def _worker(tmp_path, parent):
         {"topology": "v5e:1x1", "num_partitions": 1, "free_in": [], "propagate_out": False}))
     env = {**os.environ, **_xla_tpu.ENVIRONMENT, _xla_tpu.TEST_SLEEP_ENV: "300",
            "PYTHONPATH": REPO}
-    worker = subprocess.Popen([sys.executable, "-m", "spatial_tf.emulator.compile._xla_tpu",
+    worker = subprocess.Popen([sys.executable, "-m", "spatial_tf.emulator.tpu._xla_tpu",
                                str(folder), str(parent)], env=env, cwd=REPO,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(3)  # started, and watching (it imports no TensorFlow)
@@ -173,7 +173,7 @@ def test_a_worker_notices_its_parent_is_gone_without_a_signal(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
 def test_the_worker_asks_linux_for_a_signal_when_its_parent_dies():
     check = ("import ctypes, signal\n"
-             "from spatial_tf.emulator.compile import _xla_tpu\n"
+             "from spatial_tf.emulator.tpu import _xla_tpu\n"
              "assert _xla_tpu._parent_death_signal(signal.SIGTERM)\n"
              "value = ctypes.c_int()\n"
              "ctypes.CDLL(None).prctl(2, ctypes.byref(value), 0, 0, 0)  # PR_GET_PDEATHSIG\n"

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.emulator import Emulator
-from spatial_tf.emulator.compile import _xla, compile_cache
+from spatial_tf.emulator.xla import _xla, compile_cache
 
 
 @pytest.fixture

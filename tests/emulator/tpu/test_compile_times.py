@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from spatial_tf.emulator.compile import compile_cache, compile_times, tpu_compile
+from spatial_tf.emulator.tpu import compile_times, tpu_compile
+from spatial_tf.emulator.xla import compile_cache
 
 
 @pytest.fixture

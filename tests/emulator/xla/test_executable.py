@@ -3,9 +3,9 @@ import pytest
 import tensorflow as tf
 
 from spatial_tf.annotate import annotate_tensor
-from spatial_tf.emulator.compile import _xla
-from spatial_tf.emulator.compile.errors import CompileError
-from spatial_tf.emulator.compile.executable import Program, compile_error
+from spatial_tf.emulator.xla import _xla
+from spatial_tf.emulator.xla.errors import CompileError
+from spatial_tf.emulator.xla.executable import Program, compile_error
 from spatial_tf.emulator.compile.trace import trace
 from spatial_tf.spec import Tile
 

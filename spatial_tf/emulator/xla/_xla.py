@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from spatial_tf.checks import check_int
-from spatial_tf.emulator.compile import compile_cache
+from spatial_tf.emulator.xla import compile_cache
 
 __all__ = [
     "INSTALL_HINT",

@@ -27,7 +27,7 @@ import os
 import statistics
 from typing import NamedTuple, Optional
 
-from spatial_tf.emulator.compile import compile_cache
+from spatial_tf.emulator.xla import compile_cache
 
 __all__ = ["FILE", "Expected", "record", "expected", "expected_text"]
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from spatial_tf.emulator.compile import compile_cache
+from spatial_tf.emulator.xla import compile_cache
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -202,7 +202,7 @@ def test_a_full_disk_warns_once_in_one_line_and_leaves_nothing(folder, monkeypat
 
 @pytest.mark.slow  # tpu_compile imports TensorFlow
 def test_a_full_disk_still_gives_the_compilers_answer(folder, monkeypatch):
-    from spatial_tf.emulator.compile import tpu_compile
+    from spatial_tf.emulator.tpu import tpu_compile
 
     answer = {"status": "compiled", "device_kind": "TPU v5 lite", "seconds": 1.0,
               "memory": {"argument": 1, "output": 2, "alias": 0, "temp": 3, "code": 4},
@@ -243,7 +243,7 @@ def test_partial_files_of_killed_writers_are_removed_after_an_hour(folder):
 
 WRITER = """
 import sys
-from spatial_tf.emulator.compile import compile_cache as cache
+from spatial_tf.emulator.xla import compile_cache as cache
 
 name = sys.argv[1]
 for i in range(150):

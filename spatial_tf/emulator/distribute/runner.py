@@ -15,13 +15,13 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context
-from spatial_tf.emulator.distribute import pieces, hosts
-from spatial_tf.emulator.compile import replicas
-from spatial_tf.emulator.compile.copies import StepCopies
-from spatial_tf.emulator.summaries import writes
-from spatial_tf.emulator.compile.handles import is_variable
 from spatial_tf.emulator.compile.trace import CallSignature, outline as trace_outline
+from spatial_tf.emulator.distribute import hosts, pieces
+from spatial_tf.emulator.distribute.copies import StepCopies
 from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext, tracing
+from spatial_tf.emulator.summaries import writes
+from spatial_tf.emulator.xla import replicas
+from spatial_tf.emulator.xla.handles import is_variable
 
 __all__ = ["run"]
 
