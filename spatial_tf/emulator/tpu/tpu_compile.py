@@ -368,6 +368,21 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
     return _program(result, target, num_partitions, version, cached, fit_only)
 
 
+def worker_path() -> str:
+    """``PYTHONPATH`` for the worker: the folder this spatial_tf was imported from first,
+    so that the worker runs the same code as its parent (a notebook in a clone imports
+    the clone's, whatever the environment has installed).
+
+    >>> worker_path().split(os.pathsep)[0] == os.path.dirname(os.path.dirname(
+    ...     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    True
+    """
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    return os.pathsep.join([root, *rest])
+
+
 def _load_renamed(entry, names):
     """The stored answer for ``entry`` with its op names made this program's, or None."""
     result = compile_cache.load(entry)
@@ -437,7 +452,7 @@ def _run_worker(program, request, name, target, timeout, progress, note=""):
             f.write(program)
         with open(os.path.join(folder, "request.json"), "w") as f:
             json.dump(request, f)
-        env = {**os.environ, **_xla_tpu.ENVIRONMENT}
+        env = {**os.environ, **_xla_tpu.ENVIRONMENT, "PYTHONPATH": worker_path()}
         log = open(os.path.join(folder, "worker.log"), "w+b")
         # the worker watches this process and ends with it (and removes the folder)
         command = [sys.executable, "-m", "spatial_tf.emulator.tpu._xla_tpu", folder,
@@ -445,7 +460,9 @@ def _run_worker(program, request, name, target, timeout, progress, note=""):
         what = (f"{name}: compiling for TPU {target.name} "
                 f"({table.plural(request['num_partitions'], 'core')}) with XLA's TPU compiler")
         with log, _Progress(what, progress, note) as shown:
-            worker = subprocess.Popen(command, stdout=log, stderr=log, env=env,
+            # started in its own folder: a spatial_tf folder where the parent runs is
+            # not imported in place of the parent's
+            worker = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=folder,
                                       start_new_session=True)
             try:
                 _wait(worker, timeout, shown)

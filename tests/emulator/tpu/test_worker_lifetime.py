@@ -182,3 +182,32 @@ def test_the_worker_asks_linux_for_a_signal_when_its_parent_dies():
                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": REPO})
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == signal.SIGTERM
+
+
+def test_the_worker_imports_the_spatial_tf_its_parent_runs(tmp_path, monkeypatch):
+    # a decoy spatial_tf earlier on PYTHONPATH (another clone, an older install) must not
+    # be the one the worker runs: the parent's own comes first
+    from spatial_tf.emulator.tpu import tpu_compile
+
+    decoy = tmp_path / "decoy" / "spatial_tf"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(decoy.parent))
+    path = tpu_compile.worker_path()
+    assert path.split(os.pathsep)[1:] == [str(decoy.parent)]
+    done = subprocess.run([sys.executable, "-c", "import spatial_tf; print(spatial_tf.__file__)"],
+                          env={**os.environ, "PYTHONPATH": path}, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    import spatial_tf
+
+    assert done.stdout.strip() == spatial_tf.__file__, done.stderr
+
+
+def test_the_worker_path_keeps_the_rest_of_pythonpath_once(monkeypatch):
+    from spatial_tf.emulator.tpu import tpu_compile
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    root = tpu_compile.worker_path()
+    assert os.pathsep not in root and os.path.isdir(os.path.join(root, "spatial_tf"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/a", root, "", "/b"]))
+    assert tpu_compile.worker_path().split(os.pathsep) == [root, "/a", "/b"]
