@@ -60,6 +60,7 @@ __all__ = [
     "gen_xla_ops",
     "summary_ops_v2",
     "default_summary_writer_handle",
+    "summary_recording_condition",
     "tpu_attribute",
     "function_graph",
     "handle_data",
@@ -207,6 +208,13 @@ input_util = _load("input_util")
 cross_device_ops = _load("cross_device_ops")
 gen_xla_ops = _load("gen_xla_ops")
 summary_ops_v2 = _load("summary_ops_v2")
+
+
+def summary_recording_condition() -> Any:
+    """What ``tf.summary.record_if`` set where this is called: a bool, a tensor, a
+    callable, or None when no ``record_if`` is entered (TensorFlow keeps it in
+    ``summary_ops_v2._summary_state.is_recording``; no public call returns it)."""
+    return getattr(summary_ops_v2._summary_state, "is_recording", None)
 
 
 def default_summary_writer_handle() -> Any:

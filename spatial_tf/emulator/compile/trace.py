@@ -330,18 +330,21 @@ def _graph(fn, signature, context):
     name = function_name(fn)
     python_fn = getattr(fn, "python_function", fn)
 
+    deferred: list = []  # the record_if condition is left to where the step runs
+
     def step(*tensors):
         call_args, call_kwargs = signature.bind(tensors)
         with context() if context is not None else contextlib.nullcontext(), \
-                writes.default_writer():
+                writes.default_writer(deferred):
             return python_fn(*call_args, **call_kwargs)
 
     step.__name__ = getattr(python_fn, "__name__", "step").replace("<", "").replace(">", "")
     jit = tf.function(step, jit_compile=True)
     concrete = jit.get_concrete_function(*signature.specs)
-    cut = graph.split(concrete.graph, concrete.outputs,
-                              writes.tracing_writer_handle, writes.HOST_STEP,
-                              arguments=len(signature.specs), name=name)
+    cut = graph.split(concrete.graph, concrete.outputs, writes.tracing_writer_handle,
+                      writes.HOST_STEP, arguments=len(signature.specs), name=name)
+    if cut is not None:
+        cut.outer_condition = bool(deferred)
     return name, jit, concrete, cut
 
 

@@ -42,7 +42,8 @@ import tensorflow as tf
 from spatial_tf.emulator.xla.errors import CompileError
 from spatial_tf.emulator.xla.handles import HandleVariable
 from spatial_tf.emulator.summaries.branch import empty_branch, host_branch
-from spatial_tf.emulator.summaries.parts import (INPUT, HostRun, Split, Write, inputs_used,
+from spatial_tf.emulator.summaries.parts import (INPUT, HostRun, Split, Write,
+                                                 depends_on_outer_condition, inputs_used,
                                                  node_name)
 
 __all__ = ["split", "SUMMARY_OPS"]
@@ -145,6 +146,11 @@ def _called(node_def, library):
     return names
 
 
+# what TPUStrategy does where the emulator refuses: the difference each refusal states
+_ON_TPU = ("TPUStrategy runs summary ops on the host as the TPU reaches them (outside "
+           "compilation)")
+
+
 def _unsupported(function, op_type, op_name, problem, fix):
     return CompileError.for_op(function, op_type, op_name, problem, fix)
 
@@ -180,8 +186,8 @@ class _Cut:
             elif op.type in UNSUPPORTED:
                 raise _unsupported(
                     self.name, op.type, op.name, "creates or closes a summary writer "
-                    "inside the step; the emulator writes the step's summaries on the "
-                    "host after it ran, with writers made outside it",
+                    f"inside the step; {_ON_TPU}, but the emulator writes the step's "
+                    "summaries on the host after it ran, with writers made outside it",
                     "create and close summary writers outside the step (entering one "
                     "with writer.as_default() inside the step works)")
             elif op.type in _CONDS and self._simple_cond(op, node):
@@ -356,6 +362,7 @@ class _Cut:
                 step=self._fetch(f"{op.name}:{first + 2}", tf.int64),
                 metadata=self._fetch(f"{op.name}:{first + 3}", tf.string),
                 flag=self._fetch(f"{op.name}:0", tf.bool), host_step=host_step,
+                outer=depends_on_outer_condition(op.inputs[0]),
             ))
         # in the program: the cond's outcome is its condition; reads keep their place
         stand_in = tf.compat.v1.NodeDef(name=op.name, op="Identity",
@@ -522,26 +529,27 @@ class _Cut:
                 if n.op.startswith(_UPDATES):
                     raise _unsupported(
                         self.name, op.type, op.name, f"is {construct} holding tf.summary "
-                        f"calls that also changes variables ({n.op} '{n.name}'); the "
-                        f"emulator writes such summaries by running {construct} again "
-                        f"on the host after the step, which must not change the "
-                        f"variables twice",
+                        f"calls that also changes variables ({n.op} '{n.name}'); "
+                        f"{_ON_TPU}, but the emulator writes such summaries by running "
+                        f"{construct} again on the host after the step, which must not "
+                        f"change the variables twice",
                         f"keep only the summary calls and what they log inside "
                         f"{construct}, and update the variables outside it (or return the "
                         f"values to log from the step and write them after strategy.run)")
                 if n.op in UNSUPPORTED:
                     raise _unsupported(
                         self.name, n.op, n.name, f"creates or closes a summary writer inside "
-                        f"{construct} of the step ('{op.name}'); the emulator writes the "
-                        f"step's summaries on the host after it ran, with writers made "
-                        f"outside it", "create and close summary writers outside the step "
+                        f"{construct} of the step ('{op.name}'); {_ON_TPU}, but the "
+                        f"emulator writes the step's summaries on the host after it ran, "
+                        f"with writers made outside it", "create and close summary writers outside the step "
                         "(entering one with writer.as_default() inside the step works)")
                 if self._is_host_step(n):
                     raise _unsupported(
                         self.name, op.type, op.name, f"is {construct} holding a tf.summary "
-                        f"call with no step, traced where no default step was set; the "
-                        f"emulator runs {construct} again on the host after the step and "
-                        f"needs its step when the step is traced",
+                        f"call with no step, traced where no default step was set; "
+                        f"{_ON_TPU}, with the default step set there, but the emulator "
+                        f"runs {construct} again on the host after the step and needs its "
+                        f"step when the step is traced",
                         "pass step= to the summary call, or set a default step before the "
                         "step is traced (writer.as_default(step=...) or "
                         "tf.summary.experimental.set_step(step) around strategy.run)")
@@ -586,9 +594,9 @@ class _Cut:
                 op_type = self.nodes[node_name(ref)].op
                 raise _unsupported(
                     self.name, op_type, node_name(ref), f"is {construct} holding tf.summary "
-                    f"calls whose result the step uses ('{ref}'); the emulator writes "
-                    f"such summaries by running {construct} on the host after the step, "
-                    f"and the compiled step cannot wait for it",
+                    f"calls whose result the step uses ('{ref}'); {_ON_TPU}, but the "
+                    f"emulator writes such summaries by running {construct} on the host "
+                    f"after the step, and the compiled step cannot wait for it",
                     f"compute what the step uses outside {construct}, and keep only the "
                     f"summary calls and what they log inside it")
 

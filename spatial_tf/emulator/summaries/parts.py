@@ -24,6 +24,23 @@ __all__ = ["Split", "Write", "HostRun", "handle", "INPUT", "node_name", "inputs_
 INPUT = "spatial_tf_summary_input_{}"  # host placeholders, one per transfer
 
 
+# stands in the traced step for a record_if condition of an outer tf.function
+OUTER_CONDITION = "spatial_tf_outer_record_if"
+
+
+def depends_on_outer_condition(tensor):
+    """Whether ``tensor`` is computed from the ``OUTER_CONDITION`` stand-in."""
+    seen, todo = set(), [tensor.op]
+    while todo:
+        op = todo.pop()
+        if op.name.startswith(OUTER_CONDITION):
+            return True
+        if op.name not in seen:
+            seen.add(op.name)
+            todo.extend(i.op for i in op.inputs)
+    return False
+
+
 def node_name(ref):
     """``'name'`` of a ``GraphDef`` input: ``'name:0'``, ``'^name'`` or ``'name'``."""
     return ref.lstrip("^").split(":")[0]
@@ -80,6 +97,8 @@ class Write:
     metadata: Optional[int]
     flag: Optional[int] = None
     host_step: bool = False
+    # ``flag`` holds the record_if condition where the step runs (``OUTER_CONDITION``)
+    outer: bool = False
     flushed: bool = False
     op: str = "WriteSummary"
     args: Dict[str, int] = dataclasses.field(default_factory=dict)
@@ -127,6 +146,9 @@ class Split:
     host: Any  # GraphDef
     fetches: List[str]
     writes: List[Any]  # Write and HostRun, in the step's order
+    # traced inside an outer tf.function under record_if(a tensor of it): writes to a
+    # writer the step enters record only when that condition holds where the step runs
+    outer_condition: bool = False
 
     def program(self, num_args):
         """The step without its summary ops: a ``tf.function(jit_compile=True)`` of

@@ -31,7 +31,8 @@ from typing import Any, List
 
 import tensorflow as tf
 
-from spatial_tf._tf_internals import default_summary_writer_handle
+from spatial_tf._tf_internals import (default_summary_writer_handle, gen_xla_ops,
+                                      summary_recording_condition)
 from spatial_tf.emulator.summaries import parts
 
 __all__ = ["HOST_STEP", "ResultPair", "default_writer", "tracing_writer_handle", "pairs",
@@ -64,18 +65,40 @@ def tracing_writer_handle():
 
 
 @contextlib.contextmanager
-def default_writer():
+def default_writer(deferred=None):
     """While tracing a step: the emulator's writer is the default summary writer, and
     ``HOST_STEP`` the default step if none is set. Leaving it flushes that writer now
-    (outside the traced function), so a step without summaries gets no op from it."""
+    (outside the traced function), so a step without summaries gets no op from it.
+
+    A ``record_if`` condition that is a tensor of an outer ``tf.function`` (``with
+    tf.summary.record_if(flag): strategy.run(...)`` inside it) cannot enter the
+    program, which is compiled on its own: the step is traced recording, True is
+    appended to ``deferred``, and the condition is applied where the step runs
+    (``recording_where_run``), as TPUStrategy's host does when it runs the summaries."""
     step = HOST_STEP if tf.summary.experimental.get_step() is None else None
     manager = _writer().as_default(step=step)
-    manager.__enter__()
-    try:
-        yield
-    finally:
-        with tf.init_scope():
-            manager.__exit__(None, None, None)
+    outer = tf.is_symbolic_tensor(summary_recording_condition())
+    with contextlib.ExitStack() as stack:
+        if outer:  # always True, but computed in XLA only: TensorFlow keeps its conds
+            with tf.name_scope(parts.OUTER_CONDITION):
+                stand_in = gen_xla_ops.xla_replica_id() >= 0
+            stack.enter_context(tf.summary.record_if(stand_in))
+            if deferred is not None:
+                deferred.append(True)
+        manager.__enter__()
+        try:
+            yield
+        finally:
+            with tf.init_scope():
+                manager.__exit__(None, None, None)
+
+
+def recording_where_run():
+    """The ``record_if`` condition where this is called, as a boolean tensor (True
+    when none is set; a callable is called)."""
+    condition = summary_recording_condition()
+    condition = condition() if callable(condition) else condition
+    return tf.constant(True) if condition is None else tf.cast(condition, tf.bool)
 
 
 class _HostWrites:
@@ -95,7 +118,7 @@ class _HostWrites:
             if isinstance(w, parts.HostRun):
                 written.append(self._run(w, transfers))
             else:
-                written.append(_write(w, results))
+                written.append(_write(w, results, self.cut.outer_condition))
         flushed = {id(h): h for w in self.cut.writes for h in w.flushes()}
         if flushed:
             with tf.control_dependencies([w for w in written if w is not None]):
@@ -121,11 +144,14 @@ class _HostWrites:
 
         if any(h is None for _, h in run.writers):  # the run's record_if holds
             record = tf.summary.should_record_summaries()
-            known = _static_bool(record)
-            if known is not None:  # decided here (a cond around the call would be too)
-                return execute() if known else None
-            return tf.cond(record, execute, lambda: tf.constant(False))
-        return execute()
+        elif self.cut.outer_condition:
+            record = recording_where_run()
+        else:
+            return execute()
+        known = _static_bool(record)
+        if known is not None:  # decided here (a cond around the call would be too)
+            return execute() if known else None
+        return tf.cond(record, execute, lambda: tf.constant(False))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +203,7 @@ def _static_bool(t):
     return None if any(k is None for k in parts_known) else all(bool(k) for k in parts_known)
 
 
-def _write(w, results):
+def _write(w, results, outer_condition=False):
     def record():  # the step is a scalar when the cond recorded (empty when not)
         step = None if w.host_step or w.step is None else tf.reshape(results[w.step], [])
         if w.writer is None:  # the writer default where the step runs
@@ -192,9 +218,18 @@ def _write(w, results):
                            lambda: tf.constant(False))
         return _again(w, results, w.writer, step)
 
-    if w.flag is None:
-        return record()
-    return tf.cond(results[w.flag], record, lambda: tf.constant(False))
+    def decided():  # by a record_if inside the step, which the one around run must not undo
+        with tf.summary.record_if(True):
+            return record()
+
+    if w.flag is None:  # recorded when traced: a record_if(True) inside the step decided
+        return decided() if outer_condition else record()
+    if not w.outer:  # a record_if tensor of the step's own decided (and "replica 0")
+        return tf.cond(results[w.flag], decided, lambda: tf.constant(False))
+    if w.writer is None:  # its tf.summary.write checks the condition where it runs
+        return tf.cond(results[w.flag], record, lambda: tf.constant(False))
+    return tf.cond(tf.logical_and(results[w.flag], recording_where_run()), record,
+                   lambda: tf.constant(False))
 
 
 def _again(w, results, writer, step):

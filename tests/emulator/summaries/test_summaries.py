@@ -3,6 +3,7 @@
 The reference is TensorFlow itself: the same calls in a plain ``tf.function`` write the
 events each case compares with (tags, steps and values read back from the event files).
 """
+import contextlib
 import glob
 
 import numpy as np
@@ -281,3 +282,39 @@ def test_a_loop_whose_result_the_step_uses_is_refused_with_the_fix(emulators):
                                            r"uses \('while:\d'\).*Fix: compute what the step "
                                            r"uses outside"):
         emulators(2).run(step, args=(tf.ones([2]),))
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("writer_in_step", [False, True], ids=["writer_around", "writer_in_step"])
+def test_record_if_with_a_tensor_of_the_tf_function_that_calls_run(emulators, tmp_path, replicas,
+                                                                   writer_in_step):
+    # the condition is a tensor of the outer function, which the step's program (compiled
+    # on its own) cannot take: it is applied where the step runs, per call; a record_if
+    # tensor of the step's own decides alone, as in TensorFlow
+    def events(run, folder):
+        writer = tf.summary.create_file_writer(str(folder))
+
+        def step(x):
+            total = tf.reduce_sum(x)
+            with writer.as_default() if writer_in_step else contextlib.nullcontext():
+                tf.summary.scalar("total", total, step=1)
+                with tf.summary.record_if(total > 10.0):
+                    tf.summary.scalar("large", total, step=2)
+            return total
+
+        @tf.function
+        def outer(x, flag):
+            with writer.as_default(), tf.summary.record_if(flag):
+                return run(step, x)
+
+        for flag, scale in [(True, 1.0), (False, 4.0), (True, 4.0), (False, 1.0)]:
+            outer(tf.fill([2, 4], scale), tf.constant(flag))
+        writer.flush()
+        return _events(folder)
+
+    emulator = emulators(2, replicas)
+    got = events(lambda step, x: emulator.run(step, args=(x,)), tmp_path / "emulated")
+    want = events(lambda step, x: step(x), tmp_path / "tensorflow")
+    _same_events(got, want)
+    assert [(s, t) for s, t, _ in want] == [(1, "total"), (2, "large"), (1, "total"),
+                                            (2, "large")]
