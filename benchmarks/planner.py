@@ -1,8 +1,10 @@
 """Benchmark: what the planner predicts for a 3D U-Net at 128^3 and 256^3 on 1, 8, 16 cores.
 
-Two configurations: spatial_tf's default (depth 3, 8-32 filters) and Model Garden's
-volumetric 3D U-Net (official/projects/volumetric_models: UNet3D model_id 4 levels,
-base_filters 32, batch norm). Train step: batch 1, 3 classes, spatial_tf's
+Two configurations: spatial_tf's default (depth 3, 8-32 filters) and spatial_tf's
+unet3d at the size of Model Garden's volumetric 3D U-Net (official/projects/
+volumetric_models: 4 levels, base_filters 32, batch norm; spatial_tf's blocks, so 32-256
+filters, where Model Garden's second convolution of a level doubles them, up to 512:
+benchmarks/model_garden_step.py compiles Model Garden's own). Train step: batch 1, 3 classes, spatial_tf's
 cross-entropy + soft Dice, Adam. For each core count every candidate spec is compiled at
 32^3, 48^3 and 64^3 on the emulator, per-core peak bytes fitted against voxels and
 predicted at 128^3 and 256^3 (XLA:CPU's figure and the TPU tile-padding estimate).
@@ -24,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 MODELS = {
     "default": ("spatial_tf default (depth 3, 8-32 filters)", 3, 8),
-    "garden": ("Model Garden UNet3D (4 levels, 32-256 filters)", 4, 32),
+    "garden": ("unet3d at Model Garden size (4 levels, 32-256 filters)", 4, 32),
 }
 
 
