@@ -14,10 +14,20 @@ from typing import Any, Dict, Optional, Tuple
 
 from spatial_tf.table import plural
 
-__all__ = ["check_int", "CORE_COUNTS", "fold_keywords"]
+__all__ = ["check_int", "CORE_COUNTS", "is_power_of_two", "fold_keywords"]
 
 # cores per replica TPUConfig and spatial_tf accept (spatial_tf.spec's rule, without TF)
 CORE_COUNTS = tuple(2**i for i in range(8))
+
+
+def is_power_of_two(n: int) -> bool:
+    """Whether ``n`` is 1, 2, 4, 8, ...: the form of every valid core count, whatever
+    the limit (``CORE_COUNTS`` adds TPUConfig's 128).
+
+    >>> [n for n in range(-1, 10) if is_power_of_two(n)]
+    [1, 2, 4, 8]
+    """
+    return n >= 1 and not n & (n - 1)
 
 
 def check_int(value: Any, name: str, example: str, *, minimum: Optional[int] = 1,

@@ -22,7 +22,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from spatial_tf.checks import check_int
+from spatial_tf.checks import CORE_COUNTS, check_int, is_power_of_two
 from spatial_tf.spec import MAX_CORES_PER_REPLICA
 from spatial_tf.table import plural
 from spatial_tf.topology.shapes import max_replicas, rank_shapes, valid_core_counts
@@ -195,7 +195,7 @@ def _check_core_count(topology, label, n, stride):
     valid = f"Valid values for {label}: {_valid_counts_text(topology, stride)}."
     n = check_int(n, "num_cores_per_replica", f"num_cores_per_replica=8. {valid}",
                   minimum=None, expected="an int", where=label, as_argument=True)
-    if n < 1 or n & (n - 1):
+    if not is_power_of_two(n):
         raise ValueError(
             f"{label}: num_cores_per_replica={n} is not a positive power of two. {valid} "
             f"Fix: pass one of these."
@@ -224,7 +224,7 @@ def _check_given_shape(topology, label, shape, stride):
     n = math.prod(shape)
     mesh = [int(m) for m in topology.mesh_shape]
     request = f"computation_shape={list(shape)}"
-    if n & (n - 1) or n > MAX_CORES_PER_REPLICA:
+    if n not in CORE_COUNTS:  # its entries are positive (check_vector)
         raise ValueError(
             f"{label}: {request} has {n} cores per replica; expected a power of two up "
             f"to {MAX_CORES_PER_REPLICA}. Valid core counts for {label}: "
