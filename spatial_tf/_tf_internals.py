@@ -22,11 +22,14 @@ Checked on TensorFlow 2.16.2, 2.18.1, 2.20.0 and 2.21.0 (``VERIFIED_TF_VERSIONS`
   emulator's summaries write to (``default_summary_writer_handle``).
 - ``TPU_EXTENDED_ATTRIBUTES``: what ``TPUStrategy.extended`` keeps privately about its
   logical devices, read by ``tpu_attribute`` for strategies spatial_tf did not build.
+- ``control_flow_util``: whether code is traced into a ``tf.function(jit_compile=True)``
+  (``in_xla_compiled_function``), where the emulator's host-call step cannot go.
 
 >>> sorted(MODULES)  # doctest: +NORMALIZE_WHITESPACE
-['cross_device_ops', 'distribute_lib', 'distribute_utils', 'gen_xla_ops', 'hlo_pb2',
- 'input_lib', 'input_util', 'numpy_dataset', 'one_device_strategy', 'summary_ops_v2',
- 'tpu_replicated_variable', 'values', 'xla_data_pb2', 'xla_sharding']
+['control_flow_util', 'cross_device_ops', 'distribute_lib', 'distribute_utils',
+ 'gen_xla_ops', 'hlo_pb2', 'input_lib', 'input_util', 'numpy_dataset',
+ 'one_device_strategy', 'summary_ops_v2', 'tpu_replicated_variable', 'values',
+ 'xla_data_pb2', 'xla_sharding']
 >>> xla_data_pb2.OpSharding.Type.Name(xla_data_pb2.OpSharding.REPLICATED)
 'REPLICATED'
 """
@@ -59,10 +62,12 @@ __all__ = [
     "cross_device_ops",
     "gen_xla_ops",
     "summary_ops_v2",
+    "control_flow_util",
     "default_summary_writer_handle",
     "summary_recording_condition",
     "tpu_attribute",
     "function_graph",
+    "in_xla_compiled_function",
     "handle_data",
     "child_layers",
     "callable_losses",
@@ -98,7 +103,8 @@ MODULES = {
     "distribute_utils": ("tensorflow.python.distribute.distribute_utils",
                          ("create_mirrored_variable", "TPU_VARIABLE_CLASS_MAPPING",
                           "TPU_VARIABLE_POLICY_MAPPING", "validate_colocate",
-                          "select_replica", "update_regroup", "assert_mirrored")),
+                          "select_replica", "update_regroup", "assert_mirrored",
+                          "regroup")),
     "tpu_replicated_variable": ("tensorflow.python.distribute.tpu_replicated_variable",
                                 ("TPUReplicatedVariable",
                                  "TPUReplicatedVariable._update")),
@@ -111,6 +117,9 @@ MODULES = {
     "gen_xla_ops": ("tensorflow.compiler.tf2xla.ops.gen_xla_ops", ("xla_replica_id",)),
     # the default tf.summary writer, whose handle the emulator's host writes need
     "summary_ops_v2": ("tensorflow.python.ops.summary_ops_v2", ("_summary_state",)),
+    # whether a tf.function(jit_compile=True) is being traced (no host call in it)
+    "control_flow_util": ("tensorflow.python.ops.control_flow_util",
+                          ("GraphOrParentsInXlaContext",)),
 }
 
 # TPUStrategy.extended (TPUExtended) attribute -> what it holds
@@ -208,6 +217,7 @@ input_util = _load("input_util")
 cross_device_ops = _load("cross_device_ops")
 gen_xla_ops = _load("gen_xla_ops")
 summary_ops_v2 = _load("summary_ops_v2")
+control_flow_util = _load("control_flow_util")
 
 
 def summary_recording_condition() -> Any:
@@ -224,6 +234,21 @@ def default_summary_writer_handle() -> Any:
     returns either."""
     writer = getattr(summary_ops_v2._summary_state, "writer", None)
     return getattr(writer, "_resource", None) if writer is not None else None
+
+
+def in_xla_compiled_function() -> bool:
+    """Whether the code calling this is being traced into a ``tf.function(jit_compile=
+    True)``, or into a function called from one: all of it is then compiled by XLA.
+    ``tf.function`` marks the graph it traces such a function from with an XLA control
+    flow context, which TensorFlow reads with ``control_flow_util``; no public call
+    tells.
+
+    >>> in_xla_compiled_function()
+    False
+    >>> tf.function(jit_compile=True)(lambda: tf.constant(in_xla_compiled_function()))()
+    <tf.Tensor: shape=(), dtype=bool, numpy=True>
+    """
+    return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
 
 
 def function_graph(graph: Any, name: str) -> Any:

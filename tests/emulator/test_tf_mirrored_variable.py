@@ -36,17 +36,20 @@ save and load (``testInitializer``); gradients (``testCustomGradient``).
 Skipped, with the reason (``skip_reason``): TF1 graph mode (``mode="graph"``: the
 emulator runs steps from eager code or ``tf.function``); the cases ``SKIPPED`` lists
 whatever the layout: MirroredStrategy's per-replica threads (``testNonMatchingVariable
-Creation``, ``testSyncOnReadVariable``: the function runs once per replica in Python,
-which no TPU strategy does) and ``testDynamicRnnVariables`` (TF1 graph mode and
-MirroredStrategy's ``replica_1/`` name scopes); with two cores per replica, those
-``SKIPPED_ON_CORES`` lists, where TensorFlow's ``TPUReplicatedVariable`` component names
-the variable ``<name>/r:0`` and saves it with synchronization ``NONE``; at one replica,
-those ``TWO_REPLICAS_ONLY`` lists (the class assumes two replicas); and the cases in
-``CRASHED``, an emulator bug that crashes the process. Cases that fail because of an
-emulator bug are in ``XFAILED``, marked ``xfail(strict=True)`` with the bug: variables
-created in the function given to ``extended.call_for_each_replica``, which the emulator
-traces as a step (TPUStrategy's calls it eagerly, in replica 0's context), and a step in
-a ``tf.function(jit_compile=True)``.
+Creation``, ``testSyncOnReadVariable``, ``testOnlyFirstReplicaUpdatesVariables``: the
+function runs once per replica in Python, where TPUStrategy's ``call_for_each_replica``,
+and the emulator's, call it once in replica 0's context), MirroredStrategy's variable
+creator (``testVariableWithTensorInitialValueInFunctionXLA``: replica 1's copy
+initialized from replica 0's variable, which ``jit_compile=True`` cannot lift) and
+``testDynamicRnnVariables`` (TF1 graph mode and MirroredStrategy's ``replica_1/`` name
+scopes); with two cores per replica, those ``SKIPPED_ON_CORES`` lists, where
+TensorFlow's ``TPUReplicatedVariable`` component names the variable ``<name>/r:0`` and
+saves it with synchronization ``NONE``; at one replica, those ``TWO_REPLICAS_ONLY``
+lists (the class assumes two replicas); and the cases in ``CRASHED``, an emulator bug
+that crashes the process (none). Cases that fail because of an emulator bug would be in
+``XFAILED``, marked ``xfail(strict=True)`` with the bug; there are none (the last ones:
+variables created in the function given to ``extended.call_for_each_replica``, which
+the emulator traced as a step where TPUStrategy's calls it in replica 0's context).
 """
 import pytest
 from absl import flags
@@ -105,23 +108,26 @@ emulator_two_cores_two_replicas = _emulator(2, 2)
 _THREADS = (
     "MirroredStrategy's per-replica threads: the case runs the replica function once "
     "per replica in Python ({}); TPUStrategy's call_for_each_replica calls it once, in "
-    "replica 0's context, and the emulator traces it once into one program for all "
-    "replicas")
-_CRASH = (
-    "emulator bug (cannot be xfailed: it crashes the process): call_for_each_replica "
-    "traces the function as a step, where TPUStrategy's calls it eagerly in replica 0's "
-    "context, so the case's self.evaluate(replica id) runs a TF1 session on the traced "
-    "graph; with several replicas the replica id is an XlaReplicaId op, and TensorFlow "
-    "segfaults running it in a session")
+    "replica 0's context, and so does the emulator's")
 # cases skipped whatever the layout
 SKIPPED = {
     "testNonMatchingVariableCreation": _THREADS.format(
         "it expects the RuntimeError MirroredStrategy raises when its replica threads "
         "create variables of different names"),
     "testSyncOnReadVariable": _THREADS.format(
-        "it keys a dict by each thread's replica id, read with self.evaluate inside the "
-        "function; traced here, that is a session run of an XlaReplicaId op, which "
-        "segfaults"),
+        "it keys a dict by each call's replica id and reads replica 1's entry"),
+    "testOnlyFirstReplicaUpdatesVariables": _THREADS.format(
+        "it expects replica 1's copy of the ON_READ variable written by replica 1's own "
+        "call, 2 + 2 * 5; called once, in replica 0's context, the function writes "
+        "replica 0's copy only (7, and 2 on replica 1), and the ON_WRITE variable is 10 "
+        "on both replicas, as the case expects"),
+    "testVariableWithTensorInitialValueInFunctionXLA":
+        "MirroredStrategy's variable creator: the case expects the UnimplementedError "
+        "tf.function(jit_compile=True) raises when it cannot lift the variable's "
+        "initialization out of the function, as for MirroredStrategy's copies, which it "
+        "initializes from replica 0's variable; TPUExtended._create_variable gives every "
+        "replica's copy the one initial value, which tf.function lifts, so the function "
+        "runs (as under the default strategy)",
     "testDynamicRnnVariables":
         "TF1 graph mode (the case enters context.graph_mode() itself, with the TF1 "
         "bidirectional_dynamic_rnn) and MirroredStrategy's per-replica name scopes "
@@ -140,6 +146,7 @@ SKIPPED_ON_CORES = {
     "testMultipleVariablesWithSameCanonicalName": _NAMES,
     "testWithVariableAndVariableScope": _NAMES,
     "testWithGetVariableAndVariableScope": _NAMES,
+    "testVariableWithSameCanonicalNameAcrossThreads": _NAMES,
     "testInitializer":
         "two cores per replica: TensorFlow's TPUReplicatedVariable component reports "
         "synchronization NONE, which the SavedModel records for the variable, and "
@@ -151,44 +158,12 @@ _TWO_REPLICAS = ("TensorFlow's class assumes two replicas ('it assumes all strat
 # cases skipped with one replica
 TWO_REPLICAS_ONLY = {
     "testVariableWithTensorInitialValueInFunction": _TWO_REPLICAS,
-    "testOnlyFirstReplicaUpdatesVariables": _TWO_REPLICAS,
     "testSyncOnReadVariableUpdate": _TWO_REPLICAS,
 }
-_CREATED_IN_STEP = (
-    "emulator bug: a variable created in the function given to extended."
-    "call_for_each_replica (eagerly, in the scope) fails ('tf.function only supports "
-    "singleton tf.Variables created on the first call'; get_variable there comes back "
-    "as per-replica values): the emulator traces the function as a step, where "
-    "TPUStrategy's call_for_each_replica calls it in replica 0's context and returns "
-    "the TPUMirroredVariable")
-_EVALUATE_IN_STEP = (
-    "emulator bug: call_for_each_replica traces the function as a step (TPUStrategy's "
-    "calls it eagerly in replica 0's context), so its self.evaluate(replica id) fetches "
-    "a tensor of the traced graph ('cannot be interpreted as a Tensor')")
-_JIT = (
-    "emulator bug: in a tf.function(jit_compile=True) the emulated step is a host call "
-    "(PyFunc), so XLA refuses the function ('Detected unsupported operations ... "
-    "PyFunc') before TensorFlow's UnimplementedError for the variable created in it")
-_ALL = ("Emulator1x1", "Emulator1x2", "Emulator2x2")
-_ONE_CORE = ("Emulator1x1", "Emulator1x2")
-_TWO = ("Emulator1x2", "Emulator2x2")
-_NAMING = ("testVariableInFuncGraph", "testSingleVariable", "testUnnamedVariable",
-           "testMultipleVariables", "testMultipleVariablesWithSameCanonicalName",
-           "testWithVariableAndVariableScope", "testWithGetVariableAndVariableScope")
-_UPDATES = ("testOnlyFirstReplicaUpdatesVariables", "testSyncOnReadVariableUpdate")
 # (case, layout) -> why it fails: marked xfail(strict=True)
-XFAILED = {
-    **{(case, layout): _CREATED_IN_STEP for case in _NAMING for layout in _ONE_CORE},
-    **{(case, layout): _CREATED_IN_STEP for case in _UPDATES for layout in _TWO},
-    **{("testVariableWithTensorInitialValueInFunctionXLA", layout): _JIT
-       for layout in _ALL},
-    ("testVariableWithSameCanonicalNameAcrossThreads", "Emulator1x1"): _EVALUATE_IN_STEP,
-}
+XFAILED = {}
 # (case, layout) -> skipped: the emulator bug crashes the process
-CRASHED = {
-    ("testVariableWithSameCanonicalNameAcrossThreads", "Emulator1x2"): _CRASH,
-    ("testVariableWithSameCanonicalNameAcrossThreads", "Emulator2x2"): _CRASH,
-}
+CRASHED = {}
 
 
 def _layout(name):

@@ -41,10 +41,11 @@ emulator runs steps from eager code or ``tf.function``); the case ``SKIPPED`` li
 and asserts their handles' names); and, at one replica, those ``TWO_REPLICAS_ONLY`` lists
 (written for the two cores of TensorFlow's TPU strategies: they write and read ``v[1]``).
 TensorFlow skips ``testSaveAndRestoreReplicaLocalMeanOneGraph`` itself in eager mode
-without a GPU. Cases that fail because of an emulator bug are in ``XFAILED``, marked
-``xfail(strict=True)`` with the bug: at one replica ``experimental_distribute_values_
-from_function`` returns the bare value where TPUStrategy returns a ``PerReplica`` of one,
-and ``run`` refuses per-replica Python numbers.
+without a GPU. Cases that fail because of an emulator bug would be in ``XFAILED``,
+marked ``xfail(strict=True)`` with the bug; there are none (the last ones: at one replica
+``experimental_distribute_values_from_function`` returned the bare value where
+TPUStrategy returns a ``PerReplica`` of one, and ``run`` refused per-replica Python
+numbers).
 """
 import os
 
@@ -123,23 +124,8 @@ TWO_REPLICAS_ONLY = {
     "testSaveNormalRestoreReplicaLocalMean": _TWO_REPLICAS,
     "testSaveNormalRestoreReplicaLocalSum": _TWO_REPLICAS,
 }
-_ONE_REPLICA_UNWRAPPED = (
-    "emulator bug: with one replica experimental_distribute_values_from_function returns "
-    "the bare value; TPUStrategy returns a PerReplica of one (regroup(always_wrap=True))")
-_PYTHON_NUMBERS = (
-    "emulator bug: strategy.run refuses a PerReplica of Python numbers (replica 0's 0, "
-    "replica 1's 1) as arguments of different shapes ('replica 1 gets arguments [] but "
-    "replica 0 gets []'); TPUStrategy converts them to tensors")
 # (case, layout) -> why it fails: marked xfail(strict=True)
-XFAILED = {
-    ("testMakeDistributedValueDefaultDevicePlacement", "Emulator1x1"):
-        _ONE_REPLICA_UNWRAPPED,
-    ("testMakeDistributedValueExplicitDevicePlacement", "Emulator1x1"):
-        _ONE_REPLICA_UNWRAPPED,
-    ("testUsePerReplicaInvalidContextGivesError", "Emulator1x1"): _ONE_REPLICA_UNWRAPPED,
-    ("testMakeDistributedValueAndRun", "Emulator1x2"): _PYTHON_NUMBERS,
-    ("testMakeDistributedValueAndRun", "Emulator2x2"): _PYTHON_NUMBERS,
-}
+XFAILED = {}
 
 
 def _layout(name):

@@ -4,13 +4,14 @@ It is TensorFlow's one-device implementation (everything lives on the host CPU, 
 the emulator reads and writes it) with the replica count, input pipelines, reductions,
 per-replica values and distributed variables of a strategy with ``num_replicas``
 replicas (variables: ``variables.py``, their updates: ``updates.py``), and
-``call_for_each_replica`` running the step emulated.
+``call_for_each_replica`` calling the function once in replica 0's context, as
+TPUStrategy's does (``Emulator.run`` runs the step emulated on every replica).
 """
 import tensorflow as tf
 
 from spatial_tf import logs
-from spatial_tf.emulator.distribute import (datasets, hosts, pieces, replica, runner,
-                                            updates, variables)
+from spatial_tf.emulator.distribute import (datasets, hosts, pieces, replica, updates,
+                                            variables)
 
 __all__ = ["EmulatorExtended", "quiet_iterators"]
 
@@ -84,7 +85,11 @@ class EmulatorExtended(pieces.OneDeviceExtended):
 
     @pieces.tf_hook
     def _call_for_each_replica(self, fn, args, kwargs):
-        return runner.run(self._container_strategy(), fn, args or (), kwargs)
+        # as TPUExtended: ``fn`` called once, now, in replica 0's context (so variables
+        # it creates are the scope's distributed variables); ``Emulator.run`` compiles
+        # a step for every replica
+        with replica.EmulatedReplicaContext(self._container_strategy(), replica_id=0):
+            return fn(*(args or ()), **(kwargs or {}))
 
     @pieces.tf_hook
     def _local_results(self, value):
@@ -122,9 +127,8 @@ class EmulatorExtended(pieces.OneDeviceExtended):
             value_fn(tf.distribute.experimental.ValueContext(r, self._num_replicas))
             for r in range(self._num_replicas)
         ]
-        if self._num_replicas == 1:
-            return results[0]
-        return tf.nest.map_structure(lambda *v: pieces.PerReplica(v), *results)
+        # a PerReplica even of one replica's value (TPUExtended: always_wrap=True)
+        return pieces.regroup(results, always_wrap=True)
 
     # ------------------------------------------------------------ input
 

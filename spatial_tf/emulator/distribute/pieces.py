@@ -13,7 +13,8 @@ __all__ = [
     "reduce_non_distributed_value", "xla_replica_id", "tf_hook", "checked_hooks",
     "DistributedVariable", "TPUReplicatedVariable", "SingleDevice", "UpdateContext",
     "create_mirrored_variable", "TPU_VARIABLE_CLASS_MAPPING", "TPU_VARIABLE_POLICY_MAPPING",
-    "validate_colocate", "select_replica", "update_regroup", "assert_mirrored",
+    "validate_colocate", "select_replica", "update_regroup", "assert_mirrored", "regroup",
+    "in_xla_compiled_function",
 ]
 
 OneDeviceExtended = _tf.one_device_strategy.OneDeviceExtended
@@ -36,6 +37,10 @@ validate_colocate = _tf.distribute_utils.validate_colocate
 select_replica = _tf.distribute_utils.select_replica
 update_regroup = _tf.distribute_utils.update_regroup
 assert_mirrored = _tf.distribute_utils.assert_mirrored
+# per-replica values from each replica's value, as TPUStrategy's extended object makes them
+regroup = _tf.distribute_utils.regroup
+# whether a tf.function(jit_compile=True) is being traced, where no host call may go
+in_xla_compiled_function = _tf.in_xla_compiled_function
 # marking and checking the protected TensorFlow hooks the emulator's classes override
 tf_hook = _tf.tf_hook
 checked_hooks = _tf.checked_hooks

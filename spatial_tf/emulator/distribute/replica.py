@@ -54,11 +54,17 @@ def tracing(emulator):
 
 @pieces.checked_hooks
 class EmulatedReplicaContext(pieces.ReplicaContext):
-    """``tf.distribute.ReplicaContext`` of one emulated replica (see module doc)."""
+    """``tf.distribute.ReplicaContext`` of one emulated replica (see module doc).
 
-    def __init__(self, strategy):
-        replicas = strategy.num_replicas_in_sync
-        replica_id = 0 if replicas == 1 else pieces.xla_replica_id()
+    ``replica_id``: by default the replica the program runs as (XLA's replica id with
+    several replicas); 0 for ``extended.call_for_each_replica``, which calls its
+    function in replica 0's context, as TPUStrategy's ``_TPUReplicaContext`` does.
+    """
+
+    def __init__(self, strategy, replica_id=None):
+        if replica_id is None:
+            replicas = strategy.num_replicas_in_sync
+            replica_id = 0 if replicas == 1 else pieces.xla_replica_id()
         super().__init__(strategy, replica_id_in_sync_group=replica_id)
 
     @property
@@ -68,6 +74,8 @@ class EmulatedReplicaContext(pieces.ReplicaContext):
 
     @pieces.tf_hook
     def _merge_call(self, merge_fn, args, kwargs):
+        if not in_program():  # called now (call_for_each_replica): TensorFlow's errors
+            return super()._merge_call(merge_fn, args, kwargs)
         try:
             return super()._merge_call(merge_fn, args, kwargs)
         except (AttributeError, NotImplementedError, TypeError) as e:

@@ -18,7 +18,7 @@ from spatial_tf import context
 from spatial_tf.emulator.compile.trace import CallSignature, outline as trace_outline
 from spatial_tf.emulator.distribute import hosts, pieces
 from spatial_tf.emulator.distribute.copies import StepCopies
-from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext, tracing
+from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext, in_program, tracing
 from spatial_tf.emulator.summaries import writes
 from spatial_tf.emulator.xla import replicas
 from spatial_tf.emulator.xla.handles import is_variable
@@ -28,6 +28,7 @@ __all__ = ["run"]
 
 def run(emulator, fn, args, kwargs):
     """Run ``fn`` emulated on ``emulator``; see the module docstring."""
+    _check_not_in_xla_function(fn)
     num_replicas = emulator.num_replicas_in_sync
     CallSignature(args, kwargs)  # checks the arguments before they are split per replica
     calls = replicas.per_replica_calls(
@@ -49,6 +50,22 @@ def run(emulator, fn, args, kwargs):
         if tf.executing_eagerly():
             return _run_now(emulator, step, signatures, distributed)
         return _run_in_graph(emulator, step, signatures, distributed)
+
+
+def _check_not_in_xla_function(fn):
+    """Refuse a step called while a ``tf.function(jit_compile=True)`` is traced: the
+    emulated step is a host call, which XLA cannot compile into that function."""
+    if not pieces.in_xla_compiled_function() or in_program():
+        return
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    raise RuntimeError(
+        f"strategy.run({name}) is called inside a tf.function(jit_compile=True): the "
+        f"emulator runs each step as a host call, which XLA cannot compile into that "
+        f"function. Expected strategy.run in eager code or in a tf.function without "
+        f"jit_compile. Fix: call strategy.run outside jit_compile=True; TPUStrategy "
+        f"compiles the step itself (drop jit_compile=True from the function that calls "
+        f"strategy.run, or put it on the step function)."
+    )
 
 
 def _check_same_shapes(signatures):

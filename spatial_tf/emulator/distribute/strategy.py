@@ -192,7 +192,8 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
         runs now. While an outer ``tf.function`` is traced, the step is compiled now and
         embedded as a host call that runs at every call of the outer function; variables
         are read before it and written after it succeeds. The outer function itself must
-        not be ``jit_compile=True``.
+        not be ``jit_compile=True`` (a ``RuntimeError`` says so; the step function may be).
+        Per-replica Python numbers reach the step as tensors, as under TPUStrategy.
         """
         self._ignored(options, "run(options=...)")
         with self.scope():

@@ -11,6 +11,7 @@ variable: ``copies.py``.)
 >>> per_replica_calls((1.0,), None, 2, lambda v: (v,))
 [((1.0,), {}), ((1.0,), {})]
 """
+import numpy as np
 import tensorflow as tf
 
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
@@ -60,6 +61,14 @@ def per_replica_calls(args, kwargs, num_replicas, local_results):
     own component (``local_results(value)``), everything else (distributed variables
     too) is passed to every replica.
 
+    A per-replica Python number or string is passed as a tensor, as ``TPUStrategy.run``
+    converts its inputs (each replica's own value, in one compiled program).
+
+    >>> from spatial_tf._tf_internals import values
+    >>> ids = values.PerReplica((0, 1))
+    >>> [args[0] for args, _ in per_replica_calls((ids,), None, 2, lambda v: v.values)]
+    [<tf.Tensor: shape=(), dtype=int32, numpy=0>, <tf.Tensor: shape=(), dtype=int32, numpy=1>]
+
     Raises:
       ValueError: a distributed value has another number of components.
     """
@@ -78,7 +87,16 @@ def per_replica_calls(args, kwargs, num_replicas, local_results):
                     f"with this emulator (its experimental_distribute_dataset or "
                     f"experimental_distribute_values_from_function)."
                 )
-            columns.append(parts)
+            columns.append(tuple(_as_tensor(p) for p in parts))
         else:
             columns.append((leaf,) * num_replicas)
     return [tf.nest.pack_sequence_as(tree, [c[r] for c in columns]) for r in range(num_replicas)]
+
+
+# what a per-replica value may hold that is passed as a tensor, not as a Python constant
+_PYTHON_VALUES = (bool, int, float, complex, str, bytes, np.generic)
+
+
+def _as_tensor(value):
+    """``value`` as a tensor if it is a Python (or numpy) scalar or string, else itself."""
+    return tf.convert_to_tensor(value) if isinstance(value, _PYTHON_VALUES) else value
