@@ -27,8 +27,7 @@ def _unshadow():
 
 
 def build_parser():
-    from spatial_tf.commands import COMMANDS
-    from spatial_tf.commands.options import DOCS, Parser
+    from spatial_tf.commands import COMMANDS, DOCS, Parser
 
     parser = Parser(
         prog="python -m spatial_tf",

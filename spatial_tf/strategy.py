@@ -27,12 +27,7 @@ from spatial_tf._tf_internals import TPULayout, record_tpu_layout
 from spatial_tf.context import EmulatedLayout
 from spatial_tf.error import Error
 from spatial_tf.table import plural
-from spatial_tf.topology.assignment import (
-    check_exactly_one,
-    check_vector,
-    choose,
-    slice_label,
-)
+from spatial_tf.topology import check_exactly_one, check_vector, choose, slice_label
 
 __all__ = [
     "tpu_strategy",

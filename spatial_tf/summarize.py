@@ -28,8 +28,8 @@ from typing import Any, List, Optional
 
 import tensorflow as tf
 
-from spatial_tf.spec import Assign, check_num_cores_per_replica, check_order, validate
-from spatial_tf.spec.paths import flatten_with_paths
+from spatial_tf.spec import (Assign, check_num_cores_per_replica, check_order,
+                             flatten_with_paths, validate)
 from spatial_tf.table import format_bytes, format_table
 
 __all__ = ["summary", "layout_rows", "core_totals"]

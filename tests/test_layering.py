@@ -1,7 +1,9 @@
 """spatial_tf's imports run one way: applications -> core -> foundation, and never in a
 cycle; inside a package with sub-layers (the emulator's parts) its modules import one way
-too. The layers are drawn in docs/architecture.md, and so is the package's tree, which
-this test keeps in step with the folders; a new module is added to a layer here."""
+too; and a package is imported by the others through its face, its ``__init__``, never
+from one of its plain modules. The layers are drawn in docs/architecture.md, and so is
+the package's tree, which this test keeps in step with the folders; a new module is added
+to a layer here."""
 import ast
 import pathlib
 import re
@@ -62,31 +64,51 @@ def module_name(path, root):
 def import_graph(root, exports=None):
     """``{module: {imported spatial_tf module, ...}}`` for every module under ``root``:
     function-level imports included, ``from pkg import submodule`` as the submodule, and
-    a lazily exported name (``from spatial_tf import Emulator``) as its defining module."""
-    exports = exports or {}
+    a lazily exported name (``from spatial_tf import Emulator``, ``from
+    spatial_tf.emulator.tpu import tpu_target``: a package's ``_EXPORTS`` table, or
+    ``exports`` for ``root``'s) as its defining module."""
     files = {module_name(p, root): p for p in root.rglob("*.py")}
+    tables = lazy_exports(files)
+    tables.setdefault(root.name, {}).update(exports or {})
     graph = {}
     for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
-                    base = ".".join(up + ([node.module] if node.module else []))
+                base = _base(node, name, path)
                 for alias in node.names:
                     full = f"{base}.{alias.name}"
                     if full in files:
                         targets.add(full)
-                    elif base == root.name:
-                        targets.add(exports.get(alias.name, base))
                     else:
-                        targets.add(base)
+                        targets.add(tables.get(base, {}).get(alias.name, base))
         graph[name] = {_owner(t, files) for t in targets if t.split(".")[0] == root.name} - {name}
     return graph
+
+
+def _base(node, name, path):
+    """The absolute module an ``ImportFrom`` in module ``name`` (file ``path``) names."""
+    if not node.level:
+        return node.module or ""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+    return ".".join(up + ([node.module] if node.module else []))
+
+
+def lazy_exports(files):
+    """``{package: {name: defining module}}``: the ``_EXPORTS`` table of each package whose
+    ``__init__`` imports its names on first use."""
+    tables = {}
+    for name, path in files.items():
+        if path.name != "__init__.py":
+            continue
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets):
+                tables[name] = ast.literal_eval(node.value)
+    return tables
 
 
 def _owner(target, files):
@@ -156,6 +178,75 @@ def cycles(graph):
     return found
 
 
+def faces_broken(root):
+    """``file:line: the import, what is wrong. Fix: ...`` for each import (function-level
+    ones included) that passes another package's face: one of another top-level
+    subpackage's plain modules (``from spatial_tf.data.readers import x``, ``import
+    spatial_tf.data.readers``, or ``from spatial_tf.data import readers`` when the package
+    neither names it nor has a ``__getattr__`` that hands out its modules on first use),
+    or a ``_`` name of another package. Imports inside one top-level package are free, and
+    so are the foundation's plain modules (``spatial_tf.table``)."""
+    files = {module_name(p, root): p for p in root.rglob("*.py")}
+    packages = {n for n, p in files.items() if p.name == "__init__.py"}
+
+    def top(module):  # spatial_tf.data for spatial_tf.data.readers
+        return ".".join(module.split(".")[:2])
+
+    found = []
+    for name, path in sorted(files.items()):
+        where = path.relative_to(root.parent).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                imports = [(a.name, [a.name.rpartition(".")[2]]) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                imports = [(_base(node, name, path), [a.name for a in node.names])]
+            else:
+                continue
+            for base, names in imports:
+                if base not in files or top(base) == top(name) or top(base) not in packages \
+                        or top(base) == root.name:
+                    continue
+                package, wrong = base, []
+                if base not in packages:
+                    package = base.rpartition(".")[0]
+                    wrong.append(f"reaches into {package}'s module {base.rpartition('.')[2]}")
+                elif isinstance(node, ast.ImportFrom):
+                    face = _face(files[base])
+                    wrong += [f"reaches into {base}'s module {n}" for n in names
+                              if f"{base}.{n}" in files and f"{base}.{n}" not in packages
+                              and n not in face and "__getattr__" not in face]
+                private = [n for n in names if n.startswith("_")]
+                if private:
+                    wrong.append(f"takes {', '.join(private)}, private to {package}")
+                if wrong:
+                    rename = "give it a public name and " if private else ""
+                    found.append((where, node.lineno, f"{ast.unparse(node)} {' and '.join(wrong)}. "
+                                  f"Fix: {rename}import it from {package}, which exports it; add "
+                                  f"it to that package's __init__ if it does not."))
+    return [f"{where}:{line}: {text}" for where, line, text in sorted(found)]
+
+
+def _face(init):
+    """What a package's ``__init__`` shows the others: the names it binds at its top level
+    (imports, definitions, assignments) or lists in ``__all__`` or its ``_EXPORTS`` table;
+    with a ``__getattr__`` among them, its modules too, imported on first use."""
+    names = set()
+    for node in ast.parse(init.read_text(), str(init)).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                names.update([target.id] if isinstance(target, ast.Name) else [])
+                if isinstance(target, ast.Name) and target.id in ("__all__", "_EXPORTS"):
+                    try:
+                        names.update(ast.literal_eval(node.value))
+                    except ValueError:  # __all__ = sorted(_EXPORTS): the table has them
+                        pass
+    return names
+
+
 @pytest.fixture(scope="module")
 def graph():
     return import_graph(PACKAGE, spatial_tf._EXPORTS)
@@ -178,6 +269,10 @@ def test_the_parts_of_a_package_import_one_way(graph, package):
     folders = {m[len(package) + 1:].split(".")[0] for m in parts
                if (PACKAGE.parent / m.replace(".", "/")).is_dir()}
     assert folders == set(SUB_LAYERS[package]), "a part of its own is one layer here"
+
+
+def test_other_packages_are_imported_through_their_faces():
+    assert faces_broken(PACKAGE) == []
 
 
 def drawn_tree(text):
@@ -323,3 +418,44 @@ def test_the_checks_catch_an_upward_import_between_the_parts_of_a_package(tmp_pa
     ]
     # the whole package's layers do not see it: every part is in the one core layer
     assert violations(import_graph(root), {"core": ["spatial_tf"]}) == []
+
+
+def test_the_face_check_catches_a_plain_module_and_a_private_name_of_another_package(
+        tmp_path):
+    root = _tree(tmp_path, {
+        "__init__.py": "",
+        "table.py": "def plural(): pass\n",
+        "data/__init__.py": "from spatial_tf.data.readers import read\n__all__ = ['read']\n",
+        "data/readers.py": "def read(): pass\ndef _kind(): pass\n",
+        "data/checking.py": "from spatial_tf.data.readers import _kind, read  # its own\n",
+        "emulator/__init__.py": "",
+        "emulator/xla/__init__.py": "def __getattr__(name): pass  # hands out its modules\n",
+        "emulator/xla/cache.py": "",
+        "commands/__init__.py": "",
+        "commands/sizing.py": (
+            "from spatial_tf.data import read\n"
+            "from spatial_tf.table import plural\n"
+            "from spatial_tf.emulator.xla import cache\n"
+            "def size():\n"
+            "    from spatial_tf.data.readers import read\n"
+            "from spatial_tf.data import _kind\n"
+            "from spatial_tf.data import readers\n"
+            "import spatial_tf.data.readers\n"
+            "import spatial_tf.data, spatial_tf.emulator.xla\n"),
+        "strategy.py": "from spatial_tf.data.readers import _kind as kind\n",
+    })
+    fix = ("import it from spatial_tf.data, which exports it; add it to that package's "
+           "__init__ if it does not.")
+    assert faces_broken(root) == [
+        "spatial_tf/commands/sizing.py:5: from spatial_tf.data.readers import read reaches "
+        f"into spatial_tf.data's module readers. Fix: {fix}",
+        "spatial_tf/commands/sizing.py:6: from spatial_tf.data import _kind takes _kind, "
+        f"private to spatial_tf.data. Fix: give it a public name and {fix}",
+        "spatial_tf/commands/sizing.py:7: from spatial_tf.data import readers reaches into "
+        f"spatial_tf.data's module readers. Fix: {fix}",
+        "spatial_tf/commands/sizing.py:8: import spatial_tf.data.readers reaches into "
+        f"spatial_tf.data's module readers. Fix: {fix}",
+        "spatial_tf/strategy.py:1: from spatial_tf.data.readers import _kind as kind reaches "
+        "into spatial_tf.data's module readers and takes _kind, private to spatial_tf.data. "
+        f"Fix: give it a public name and {fix}",
+    ]

@@ -101,7 +101,7 @@ def _header(topology, choice):
 
 
 def _slice_rows(topo):
-    from spatial_tf.topology.shapes import valid_core_counts
+    from spatial_tf.topology import valid_core_counts
 
     rows = []
     for name, s in topo.SLICES.items():

@@ -233,7 +233,7 @@ def run_evaluate(args, rec, latest):
     """``python -m spatial_tf evaluate`` of a retinanet model dir: COCO mAP."""
     from spatial_tf.commands.shared import restore
     from spatial_tf.commands.options import fail
-    from spatial_tf.detection.evaluation import DetectionEvaluator
+    from spatial_tf.detection import DetectionEvaluator
 
     prog = "python -m spatial_tf evaluate"
     if args.annotations is None and args.data is not None:
@@ -268,7 +268,7 @@ def run_predict(args, rec, latest):
     from spatial_tf.commands.shared import restore
     from spatial_tf.commands.options import fail
     from spatial_tf.data import synthetic_detection_image
-    from spatial_tf.detection.drawing import draw_detections
+    from spatial_tf.detection import draw_detections
     from spatial_tf.commands.outputs import check_file, model_dir_inputs, write_atomically
 
     prog = "python -m spatial_tf predict"

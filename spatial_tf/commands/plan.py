@@ -220,14 +220,14 @@ def run(args):
     print(_model_line(args))
     print(result)
     if result.unfinished:  # Ctrl-C (130, as a shell reports SIGINT) or --timeout (1)
-        from spatial_tf.planning.compile_all import INTERRUPTED
+        from spatial_tf.planning import INTERRUPTED
 
         return 130 if result.unfinished[0].reason.endswith(INTERRUPTED) else 1
     answered = _searches(args, planning, model, shape, budget, result,
                          planning.Training(model_fn=model_fn))
     if args.plot:
         from spatial_tf.commands.outputs import write_atomically
-        from spatial_tf.planning.plot import plot
+        from spatial_tf.planning import plot
 
         write_atomically(args.plot, lambda tmp: plot(result, tmp))
         print(f"\nplot written to {args.plot}")

@@ -140,9 +140,9 @@ _fraction.__name__ = "number"
 
 
 def _extension(path):
-    from spatial_tf.data.readers import _kind
+    from spatial_tf.data import volume_format
 
-    return _kind(path)
+    return volume_format(path)
 
 
 def run(args):
@@ -319,10 +319,8 @@ def _read_input(args, record):
     space = (None, None, False)
     try:  # each file read once: the image's notice (--nonfinite) is said once
         if ext == "dicom":   # a folder of DICOM slices, read once for its volume and affine
-            from spatial_tf.data.dicom import read_dicom_series
-
-            series = read_dicom_series(args.input)
-            image = data.readers.finite(series.array, args.input, args.nonfinite)
+            series = data.read_dicom_series(args.input)
+            image = data.finite(series.array, args.input, args.nonfinite)
             space = (series.affine, None, False)
         else:
             image = np.asarray(data.read_volume(args.input, nonfinite=args.nonfinite),
@@ -334,10 +332,10 @@ def _read_input(args, record):
 
         raise not_3d("--input", args.input, data.stored_shape(args.input))
     if ext not in ("dicom", ".npy"):
-        space = (*data.readers.nifti_space(args.input), True)
+        space = (*data.nifti_space(args.input), True)
     try:
         labels = None if args.labels is None else \
-            data.readers.labels_of(args.labels, args.input, image.shape, record["classes"])
+            data.labels_of(args.labels, args.input, image.shape, record["classes"])
     except ValueError as e:
         raise ValueError(f"argument --labels: {e}") from None
     return image, labels, ext, space
@@ -347,7 +345,7 @@ def _slice_view(args, record):
     """How the PNG cuts and names its slices: a NIfTI volume (read RAS+) in axial slices,
     along axis 2; a DICOM series in its own slices (axis 2: columns, rows, slices); others
     along axis 0 (D); the synthetic volumes' classes by name."""
-    from spatial_tf.data.ct import class_names
+    from spatial_tf.data import class_names
 
     if args.input is None:
         return {"class_names": class_names(record["classes"])}
@@ -463,7 +461,7 @@ def _warn_large_tile(tile, size, shape, axes):
     larger = [name for name, t, s in zip("DHW", tile, shape) if t > s]
     if not larger:
         return
-    from spatial_tf.data.readers import in_file_order
+    from spatial_tf.data import in_file_order
 
     volume = _text(size)
     if _order(axes):

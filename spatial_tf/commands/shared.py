@@ -152,7 +152,7 @@ def load(prog, model_dir):
     from spatial_tf.commands import volumes
 
     record = volumes.read_record(model_dir)
-    from spatial_tf.train.checkpoints import CheckpointUnreadableError, newest_readable
+    from spatial_tf.train import CheckpointUnreadableError, newest_readable
 
     try:
         found = newest_readable(model_dir) if record is not None else None

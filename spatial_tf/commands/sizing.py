@@ -46,7 +46,7 @@ class Scan(NamedTuple):
 
 def multiples(spec: Sequence[int], depth: int) -> List[int]:
     """What each spatial axis must divide by (``spatial_tf.data.split_multiples``)."""
-    from spatial_tf.data.fitting import split_multiples
+    from spatial_tf.data import split_multiples
 
     return list(split_multiples(spec, depth))
 
@@ -112,7 +112,7 @@ def scan(data: str, num_classes: int, spacing: Optional[Sequence[float]] = None,
     the pairs (None: on a terminal); ``trained``: ``num_classes`` is a trained model's
     (evaluate), not ``--classes``."""
     from spatial_tf.commands.volumes import pair_files, refuse_spacing
-    from spatial_tf.data.checking import with_progress
+    from spatial_tf.data import with_progress
 
     if os.path.isdir(data):
         found = [_pair_size(image, labels, num_classes, spacing, nonfinite, trained)
@@ -145,7 +145,7 @@ def _pair_size(image_path, label_path, num_classes, spacing=None, nonfinite=None
     import numpy as np
 
     from spatial_tf import data as stdata
-    from spatial_tf.data.readers import in_file_order
+    from spatial_tf.data import in_file_order
 
     own = None if spacing is None else _own_spacing(image_path, spacing)
     try:
@@ -168,9 +168,9 @@ def _pair_size(image_path, label_path, num_classes, spacing=None, nonfinite=None
 
 
 def _compared(label_path, labels_shape, image_path, image_shape, image_axes):
-    """``spatial_tf.data.readers.shapes_compared`` of a pair; ``.npy`` labels beside a
+    """``spatial_tf.data.shapes_compared`` of a pair; ``.npy`` labels beside a
     NIfTI image are stored in the image file's order."""
-    from spatial_tf.data.readers import in_file_order, shapes_compared
+    from spatial_tf.data import in_file_order, shapes_compared
 
     if label_path.lower().endswith(".npy") and not image_path.lower().endswith(".npy"):
         return (in_file_order(labels_shape, image_axes), in_file_order(image_shape, image_axes),
@@ -238,7 +238,7 @@ def _check_record(path, i, features, num_classes, nonfinite, trained):
     ``num_classes``, finite voxels (or, with ``nonfinite``, their count said once)."""
     import numpy as np
 
-    from spatial_tf.data.readers import finite
+    from spatial_tf.data import finite
 
     shape = tuple(int(s) for s in features["shape"])
     where = f"{path} (record {i})"
@@ -297,7 +297,7 @@ def _order(sizes, axes):
     voxel order)``."""
     if axes is None or all(tuple(a) == RAS_AXES for a in axes):
         return ""
-    from spatial_tf.data.readers import in_file_order
+    from spatial_tf.data import in_file_order
 
     stored = {in_file_order(s, a) for s, a in zip(sizes, axes)}
     if len(stored) > 1 or len(set(map(tuple, sizes))) > 1:

@@ -230,7 +230,7 @@ def run(args):
     except (ValueError, OSError, ImportError) as e:
         return fail(prog, str(e))
     if args.dtype_policy is None:  # mixed_bfloat16 on TPU, float32 elsewhere
-        from spatial_tf.models.precision import default_dtype_policy
+        from spatial_tf.models import default_dtype_policy
 
         with strategy.scope():
             args.dtype_policy = default_dtype_policy()

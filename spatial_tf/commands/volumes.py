@@ -87,7 +87,7 @@ def pair_files(folder):
     """``[(image, labels), ...]`` in ``folder``: ``X.ext`` with ``X_labels.ext``; a NIfTI
     image's labels may also be ``X_labels.npy`` (in the image file's voxel order) or the
     other NIfTI extension (``spatial_tf.data.load_example`` checks the shapes)."""
-    from spatial_tf.data.readers import EXTENSIONS
+    from spatial_tf.data import EXTENSIONS
 
     pairs = []
     for name in sorted(os.listdir(folder)):
@@ -105,7 +105,7 @@ def pair_files(folder):
 def _label_file(folder, name, stem, ext):
     """The label file of image ``name``: ``stem_labels`` with its extension, else (a NIfTI
     image) with another NIfTI one or ``.npy``; ValueError naming what is there."""
-    from spatial_tf.data.readers import EXTENSIONS
+    from spatial_tf.data import EXTENSIONS
 
     accepted = [ext] + ([e for e in EXTENSIONS if e != ext] if ext != ".npy" else [])
     for candidate in accepted:

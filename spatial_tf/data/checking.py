@@ -136,9 +136,9 @@ def _resampled(image_path, label_path, num_classes, spacing, nonfinite):
 
 
 def _check_file(path: str) -> None:
-    from spatial_tf.data.readers import _kind
+    from spatial_tf.data.readers import volume_format
 
-    _kind(path)  # an unknown format is refused
+    volume_format(path)  # an unknown format is refused
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file. Fix: check the path "
                                 f"(relative paths start at {os.getcwd()}).")

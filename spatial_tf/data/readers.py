@@ -24,7 +24,8 @@ import numpy as np
 
 __all__ = ["read_volume", "read_labels", "write_volume", "load_example", "finite",
            "volume_shape", "voxel_spacing", "to_ras", "from_ras", "nifti_space", "EXTENSIONS",
-           "stored_shape", "file_axes", "in_file_order", "labels_of", "shapes_compared"]
+           "stored_shape", "file_axes", "in_file_order", "labels_of", "shapes_compared",
+           "volume_format", "DICOM"]
 
 EXTENSIONS = (".nii.gz", ".nii", ".npy")
 
@@ -36,7 +37,9 @@ _MM_PER_UNIT = {"mm": 1.0, "unknown": 1.0, "meter": 1000.0, "micron": 0.001}
 DICOM = "dicom"  # the kind of a folder of DICOM slices
 
 
-def _kind(path):
+def volume_format(path: Union[str, os.PathLike]) -> str:
+    """The format of the volume at ``path``: its extension, one of ``EXTENSIONS``, or
+    ``DICOM`` for a folder (of DICOM slices); a ``ValueError`` for anything else."""
     if os.path.isdir(path):
         return DICOM
     name = os.fspath(path).lower()
@@ -152,7 +155,7 @@ def volume_shape(path: Union[str, os.PathLike]) -> Tuple[int, ...]:
     (13, 10, 9)
     """
     path = os.fspath(path)
-    kind = _kind(path)
+    kind = volume_format(path)
     if kind == DICOM:
         return tuple(_dicom(path).array.shape)
     return _reading(path, kind,
@@ -180,7 +183,7 @@ def file_axes(path: Union[str, os.PathLike]) -> Tuple[int, int, int]:
     ((0, 2, 1), (40, 36, 48), (40, 48, 36))
     """
     path = os.fspath(path)
-    kind = _kind(path)
+    kind = volume_format(path)
     if kind not in (".nii", ".nii.gz"):
         return (0, 1, 2)
     return _reading(path, kind, None, lambda scan: tuple(_ras_axes(scan.affine)))
@@ -226,7 +229,7 @@ def voxel_spacing(path: Union[str, os.PathLike]) -> Tuple[float, float, float]:
     (0.8, 0.8, 2.5)
     """
     path = os.fspath(path)
-    kind = _kind(path)
+    kind = volume_format(path)
     if kind == ".npy":
         raise ValueError(f"{path}: a .npy file records no voxel spacing; expected a NIfTI file "
                          f"(.nii, .nii.gz) whose header gives it. Fix: save the volume as NIfTI "
@@ -280,7 +283,7 @@ def _read(path, nonfinite, notice=True):
     """``read_volume``; ``notice=False``: replace non-finite voxels without a word (a
     file ``check_volumes`` read before, which said so once)."""
     path = os.fspath(path)
-    kind = _kind(path)
+    kind = volume_format(path)
     if kind == DICOM:
         volume = _dicom(path).array
     else:
@@ -323,7 +326,7 @@ def write_volume(path: Union[str, os.PathLike], volume: Any,
     its data type and scaling set to the volume's own.
     """
     path = os.fspath(path)
-    kind = _kind(path)
+    kind = volume_format(path)
     if kind == DICOM:
         raise ValueError(f"{path}: is a folder; expected a file to write the volume to, "
                          f"ending in {', '.join(EXTENSIONS)}. Fix: e.g. {path}.nii.gz (NIfTI "
@@ -447,6 +450,7 @@ def shapes_compared(path: str, shape: Sequence[int], other: str,
 def _npy_beside_nifti(image_path, label_path):
     """The image's affine when ``label_path`` is ``.npy`` and ``image_path`` NIfTI (the
     labels are then in the image's stored voxel order), else None."""
-    if _kind(label_path) != ".npy" or _kind(image_path) not in (".nii", ".nii.gz"):
+    if (volume_format(label_path) != ".npy"
+            or volume_format(image_path) not in (".nii", ".nii.gz")):
         return None
     return _nibabel().load(os.fspath(image_path)).affine

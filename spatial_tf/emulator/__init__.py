@@ -48,6 +48,21 @@ def submodule(package: str, name: str):
         raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
 
 
+def exported(package: str, names: dict):
+    """``package``'s ``__getattr__``: a name of ``names`` (name -> the module that defines
+    it) from that module, and any other name as ``package``'s module of that name
+    (``submodule``), each imported on first use. A name is read from its module each time
+    (not kept in ``package``), so a function-level import sees the module's current value,
+    one a test replaced included."""
+    def __getattr__(name):
+        module = names.get(name)
+        if module is None:
+            return submodule(package, name)
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__
+
+
 def moved(old: str, new: str):
     """For a module left at its old path ``old``: warn that it moved to ``new`` (the old
     path works for one release), and return the old module's ``__getattr__``, which

@@ -18,7 +18,7 @@ import itertools
 import math
 from typing import List, Optional, Sequence, Tuple
 
-from spatial_tf.spec.validation import check_num_cores_per_replica
+from spatial_tf.spec import check_num_cores_per_replica
 
 __all__ = ["candidate_specs", "check_shape"]
 

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Optional
 
-from spatial_tf.emulator.xla.executable import MEMORY_KINDS
+from spatial_tf.emulator.xla import MEMORY_KINDS
 from spatial_tf.planning import tpu_memory
 
 __all__ = ["Measured", "compile_candidate"]
@@ -76,7 +76,7 @@ def compile_candidate(emulator, fn, signature, *, bf16: bool = False,
 
 def _step_time(step):
     """``(StepTime, None)`` of a TPU-compiled step, or ``(None, why not)``."""
-    from spatial_tf.emulator.tpu.step_time import NoStepTime
+    from spatial_tf.emulator.tpu import NoStepTime
 
     try:
         return step.step_time(), None

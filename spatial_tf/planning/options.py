@@ -71,7 +71,7 @@ class PlanOptions:
                 f"plan: timeout={self.timeout!r}; expected seconds, a positive number, or "
                 f"None for no limit. Fix: e.g. PlanOptions(timeout=600).")
         if self.target not in (None, "auto"):
-            from spatial_tf.emulator.tpu.tpu_compile import tpu_target
+            from spatial_tf.emulator.tpu import tpu_target
 
             tpu_target(self.target)  # ValueError for an unknown generation
             if self.fit_sizes is not None:

@@ -36,8 +36,8 @@ from spatial_tf.steps import make_gradient_step, run_model, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
 from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
 from spatial_tf.planning.options import PlanOptions, Training, check_memory, from_keywords
-from spatial_tf.emulator.xla.executable import MEMORY_KINDS
-from spatial_tf.emulator.tpu.step_time import SOURCE as STEP_TIME_SOURCE, seconds_text
+from spatial_tf.emulator.xla import MEMORY_KINDS
+from spatial_tf.emulator.tpu import SOURCE as STEP_TIME_SOURCE, seconds_text
 from spatial_tf.table import format_bytes, format_table, plural
 
 __all__ = ["plan", "Plan", "Candidate", "PlanOptions", "Training"]
@@ -412,7 +412,7 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
         those compiled and lists the rest in ``Plan.unfinished``).
     """
     start = time.perf_counter()
-    from spatial_tf.spec.validation import check_num_cores_per_replica
+    from spatial_tf.spec import check_num_cores_per_replica
 
     options, training = from_keywords(options, training, deprecated)
     num_cores = check_num_cores_per_replica(num_cores_per_replica)
@@ -432,7 +432,7 @@ def plan(step_or_model: Any, inputs: Any, num_cores_per_replica: int, budget: An
                         options.fit_sizes, options.fit_check, shape) for spec in specs]
     source = None
     if target is not None:
-        from spatial_tf.emulator.tpu.tpu_compile import compiler_name
+        from spatial_tf.emulator.tpu import compiler_name
 
         source = compiler_name(target)
     if not any(c.ok for c in found):
@@ -473,8 +473,7 @@ def _checked_inputs(step_or_model, inputs, options, training):
 def _target(options, budget):
     """The ``TpuTarget`` whose compiler measures the candidates, or None (see
     ``PlanOptions.target``)."""
-    from spatial_tf.emulator.tpu.tpu_compile import (TpuTarget, check_compiler,
-                                                      libtpu_version, tpu_target)
+    from spatial_tf.emulator.tpu import TpuTarget, check_compiler, libtpu_version, tpu_target
 
     if options.memory != "tpu" or options.target is None:
         return None
@@ -529,7 +528,7 @@ def _steps_by_size(step_or_model, is_model, training, tree, volume, sizes):
 def _measure(steps, name, tree, volume, specs, sizes, num_cores, options, target=None):
     """``{(spec, edge): Measured or the exception}``: every candidate compiled."""
     from spatial_tf.emulator import Emulator
-    from spatial_tf.emulator.compile.trace import CallSignature
+    from spatial_tf.emulator.compile import CallSignature
 
     emulator = Emulator(num_cores_per_replica=num_cores)
 

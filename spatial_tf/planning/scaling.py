@@ -11,7 +11,7 @@ import dataclasses
 import time
 from typing import Any, List, Optional, Sequence
 
-from spatial_tf.emulator.tpu.step_time import seconds_text
+from spatial_tf.emulator.tpu import seconds_text
 from spatial_tf.planning.budgets import parse_budget
 from spatial_tf.planning.options import PlanOptions
 from spatial_tf.planning.plan import Candidate, Plan, plan

@@ -104,7 +104,7 @@ def _probe(step_or_model, shape, cores, budget, spec, options, training):
 
 
 def _options(options, budget):
-    from spatial_tf.emulator.tpu.tpu_compile import check_compiler, tpu_target
+    from spatial_tf.emulator.tpu import check_compiler, tpu_target
 
     options = options or PlanOptions(progress=False)
     target = options.target
@@ -269,6 +269,6 @@ def _next_edge(known, low, high, multiple, available, rank):
 
 
 def _source(options):
-    from spatial_tf.emulator.tpu.tpu_compile import compiler_name, tpu_target
+    from spatial_tf.emulator.tpu import compiler_name, tpu_target
 
     return compiler_name(tpu_target(options.target))

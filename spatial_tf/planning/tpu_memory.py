@@ -33,8 +33,7 @@ import dataclasses
 import re
 from typing import Optional, Sequence
 
-from spatial_tf.emulator.xla.hlo_text import INSTRUCTION as _INSTRUCTION
-from spatial_tf.emulator.xla.hlo_text import arrays, element_bytes
+from spatial_tf.emulator.xla import INSTRUCTION as _INSTRUCTION, arrays, element_bytes
 
 __all__ = ["padded_bytes", "TpuEstimate", "estimate", "parse_arrays"]
 

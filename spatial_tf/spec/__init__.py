@@ -14,6 +14,7 @@ from spatial_tf.spec.validation import (
     check_num_cores_per_replica,
     check_order,
     infer_num_cores,
+    looks_like_spec,
     parse,
     validate,
 )
@@ -32,4 +33,5 @@ __all__ = [
     "check_num_cores_per_replica",
     "VALID_CORES_PER_REPLICA",
     "MAX_CORES_PER_REPLICA",
+    "looks_like_spec",
 ]

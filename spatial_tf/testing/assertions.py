@@ -13,7 +13,7 @@ needs (``Emulator.compare``'s or ``Emulator.report``'s).
 >>> "collective-permute" in report.by_kind()      # a halo exchange, no gather
 True
 """
-from spatial_tf.emulator.diagnose.report import display_name
+from spatial_tf.emulator.diagnose import display_name
 from spatial_tf.table import format_bytes, plural
 
 __all__ = ["assert_partitioned_matches", "assert_no_activation_gather", "assert_fits_tpu"]
@@ -41,7 +41,7 @@ def assert_partitioned_matches(emulator, step, args=(), kwargs=None, *, toleranc
     message is the comparison table.
     """
     __tracebackhide__ = True  # pytest shows the failing test's line, then the table
-    from spatial_tf.emulator.diagnose.parity import ParityError
+    from spatial_tf.emulator.diagnose import ParityError
 
     _check_emulator(emulator, "assert_partitioned_matches")
     comparison = emulator.compare(step, args, kwargs, reference=reference,

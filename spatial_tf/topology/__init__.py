@@ -11,9 +11,11 @@ Nothing here needs a TPU: a ``tf.tpu.experimental.Topology`` (synthetic or retur
 >>> topology.device_assignment(t, num_cores_per_replica=8).num_replicas
 4
 """
-from spatial_tf.topology.assignment import Choice, choose, device_assignment, slice_label
+from spatial_tf.topology.assignment import (Choice, check_exactly_one, check_vector, choose,
+                                           device_assignment, slice_label)
 from spatial_tf.topology.hosts import HostFeed, batch_hints, host_feeds, input_contexts
 from spatial_tf.topology.placement import describe
+from spatial_tf.topology.shapes import valid_core_counts
 from spatial_tf.topology.slices import (
     ALIASES,
     SLICES,
@@ -39,4 +41,7 @@ __all__ = [
     "HostFeed",
     "input_contexts",
     "batch_hints",
+    "valid_core_counts",
+    "check_exactly_one",
+    "check_vector",
 ]

@@ -14,7 +14,7 @@ Neither touches a TPU.
 (4, 4)
 """
 import dataclasses
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 import logging
 import math
 import numbers
@@ -150,7 +150,8 @@ def device_assignment(
 # ---------------------------------------------------------------- argument checks
 
 
-def check_exactly_one(computation_shape, num_cores_per_replica, label):
+def check_exactly_one(computation_shape: Optional[Sequence[int]],
+                      num_cores_per_replica: Optional[int], label: str) -> None:
     """Raise unless exactly one of the two ways to size a replica is given."""
     if (computation_shape is None) == (num_cores_per_replica is None):
         given = "both" if computation_shape is not None else "neither"
@@ -161,7 +162,8 @@ def check_exactly_one(computation_shape, num_cores_per_replica, label):
         )
 
 
-def check_vector(value, name, label, mesh=None, default=None):
+def check_vector(value: Any, name: str, label: str, mesh: Optional[Sequence[int]] = None,
+                 default: Optional[int] = None) -> Tuple[int, ...]:
     """``value`` as a tuple of 4 positive ints ``[x, y, z, cores_per_chip]``, or raise."""
     if value is None and default is not None:
         return (default,) * 4

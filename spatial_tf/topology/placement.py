@@ -23,9 +23,8 @@ import tensorflow as tf
 
 from spatial_tf._tf_internals import tpu_device_assignment
 from spatial_tf.context import EmulatedLayout
-from spatial_tf.spec import Assign, PartialTile, Tile, check_order, validate
-from spatial_tf.spec.validation import looks_like_spec
-from spatial_tf.spec.paths import flatten_with_paths
+from spatial_tf.spec import (Assign, PartialTile, Tile, check_order, flatten_with_paths,
+                             looks_like_spec, validate)
 from spatial_tf.table import format_table, plural
 from spatial_tf.topology.assignment import slice_label
 

@@ -22,6 +22,7 @@ Candidates are ranked by, in order:
 [(1, 2, 1, 2), (2, 1, 1, 2), (2, 2, 1, 1)]
 """
 import dataclasses
+from typing import Any, List, Sequence
 import itertools
 import math
 
@@ -80,7 +81,8 @@ def _factorizations(n, mesh, stride):
                     yield shape
 
 
-def valid_core_counts(topology, limit=MAX_CORES_PER_REPLICA, stride=(1, 1, 1, 1)):
+def valid_core_counts(topology: Any, limit: int = MAX_CORES_PER_REPLICA,
+                      stride: Sequence[int] = (1, 1, 1, 1)) -> List[int]:
     """Powers of two up to ``limit`` for which some block tiles the mesh."""
     total = int(np.prod(topology.mesh_shape))
     counts = []

@@ -7,9 +7,14 @@ It sits on ``xla``, ``tpu`` and ``summaries``; running for every replica is
 ``errors``, ``compile_cache``, ``tpu_compile`` and ``step_time`` were modules here before
 they moved to ``xla`` and ``tpu``; those paths work for one release and warn.
 """
-import functools
+from spatial_tf.emulator import exported
 
-from spatial_tf.emulator import submodule
+# public name -> the module that defines it: what other packages import from here
+_EXPORTS = {
+    "CallSignature": "spatial_tf.emulator.compile.trace",
+}
 
-# the modules here are attributes of the package, imported on first use
-__getattr__ = functools.partial(submodule, __name__)
+__all__ = sorted(_EXPORTS)
+
+# these names and the modules here are attributes of the package, imported on first use
+__getattr__ = exported(__name__, _EXPORTS)

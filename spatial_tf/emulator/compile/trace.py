@@ -27,7 +27,7 @@ from spatial_tf.emulator.compile import host_ops
 from spatial_tf.emulator.xla import errors
 from spatial_tf.emulator.summaries import graph, writes
 from spatial_tf.emulator.xla.handles import HandleVariable, is_variable
-from spatial_tf.spec.paths import flatten_with_paths
+from spatial_tf.spec import flatten_with_paths
 
 __all__ = ["Outline", "Traced", "CallSignature", "outline", "trace", "function_name", "leaf_paths"]
 

@@ -6,9 +6,15 @@ compiled steps (``compile``) and HLO text (``xla``), and is called by ``Emulator
 ``hlo_text`` was a module here before it moved to ``xla``; that path works for one
 release and warns.
 """
-import functools
+from spatial_tf.emulator import exported
 
-from spatial_tf.emulator import submodule
+# public name -> the module that defines it: what other packages import from here
+_EXPORTS = {
+    "ParityError": "spatial_tf.emulator.diagnose.parity",
+    "display_name": "spatial_tf.emulator.diagnose.report",
+}
 
-# the modules here are attributes of the package, imported on first use
-__getattr__ = functools.partial(submodule, __name__)
+__all__ = sorted(_EXPORTS)
+
+# these names and the modules here are attributes of the package, imported on first use
+__getattr__ = exported(__name__, _EXPORTS)

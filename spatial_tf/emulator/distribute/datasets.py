@@ -43,7 +43,7 @@ def check_global_batch(element_spec, num_replicas, what="dataset"):
 
 
 def _specs_with_paths(element_spec, root):
-    from spatial_tf.spec.paths import flatten_with_paths
+    from spatial_tf.spec import flatten_with_paths
 
     return [(p, s) for p, s in flatten_with_paths(element_spec, root)
             if isinstance(s, tf.TensorSpec)]

@@ -4,9 +4,21 @@ compiled for a TPU (``compiled_step``: ``TpuCompiledStep``), its predicted step 
 (``step_time``) and how long such compiles took before (``compile_times``). It sits on
 ``xla`` only.
 """
-import functools
+from spatial_tf.emulator import exported
 
-from spatial_tf.emulator import submodule
+# public name -> the module that defines it: what other packages import from here
+_EXPORTS = {
+    "TpuTarget": "spatial_tf.emulator.tpu.tpu_compile",
+    "check_compiler": "spatial_tf.emulator.tpu.tpu_compile",
+    "compiler_name": "spatial_tf.emulator.tpu.tpu_compile",
+    "libtpu_version": "spatial_tf.emulator.tpu.tpu_compile",
+    "tpu_target": "spatial_tf.emulator.tpu.tpu_compile",
+    "NoStepTime": "spatial_tf.emulator.tpu.step_time",
+    "SOURCE": "spatial_tf.emulator.tpu.step_time",
+    "seconds_text": "spatial_tf.emulator.tpu.step_time",
+}
 
-# the modules here are attributes of the package, imported on first use
-__getattr__ = functools.partial(submodule, __name__)
+__all__ = sorted(_EXPORTS)
+
+# these names and the modules here are attributes of the package, imported on first use
+__getattr__ = exported(__name__, _EXPORTS)

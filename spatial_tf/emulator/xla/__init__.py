@@ -5,9 +5,17 @@ references (``precision``), the compile cache, XLA's errors in TensorFlow's term
 (``errors``), variables reached by handle (``handles``) and the one reader of HLO text
 (``hlo_text``). It imports no other part of the emulator.
 """
-import functools
+from spatial_tf.emulator import exported
 
-from spatial_tf.emulator import submodule
+# public name -> the module that defines it: what other packages import from here
+_EXPORTS = {
+    "MEMORY_KINDS": "spatial_tf.emulator.xla.executable",
+    "INSTRUCTION": "spatial_tf.emulator.xla.hlo_text",
+    "arrays": "spatial_tf.emulator.xla.hlo_text",
+    "element_bytes": "spatial_tf.emulator.xla.hlo_text",
+}
 
-# the modules here are attributes of the package, imported on first use
-__getattr__ = functools.partial(submodule, __name__)
+__all__ = sorted(_EXPORTS)
+
+# these names and the modules here are attributes of the package, imported on first use
+__getattr__ = exported(__name__, _EXPORTS)
