@@ -1,8 +1,8 @@
 """Mutation check for the core modules: do the tests notice when the code is wrong?
 
-    python benchmarks/mutation.py                    # all core modules, 2 jobs
-    python benchmarks/mutation.py --files spatial_tf/spec/leaves.py --jobs 1
-    python benchmarks/mutation.py --list             # the mutants only, nothing run
+    python tools/mutation.py                    # all core modules, 2 jobs
+    python tools/mutation.py --files spatial_tf/spec/leaves.py --jobs 1
+    python tools/mutation.py --list             # the mutants only, nothing run
 
 Each mutant changes one point of one module: a comparison (``<`` to ``<=``, ``==`` to
 ``!=``, ``in`` to ``not in``, ...), ``and``/``or``, ``not x`` to ``x``, an integer

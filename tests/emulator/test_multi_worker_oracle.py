@@ -17,7 +17,7 @@ pytestmark = pytest.mark.emulator
 
 @pytest.mark.parametrize("hosts,route", [
     (4, "dataset_fn"), (4, "global dataset"),
-    # each a cluster of processes: benchmarks/extended_tests.py runs these
+    # each a cluster of processes: tools/extended_tests.py runs these
     pytest.param(2, "dataset_fn", marks=pytest.mark.extended),
     pytest.param(2, "global dataset", marks=pytest.mark.extended)])
 def test_each_replica_sees_what_multi_worker_mirrored_feeds_it_and_trains_alike(hosts, route):

@@ -20,7 +20,7 @@ from spatial_tf.models import UNetOptions, unet
 
 pytestmark = pytest.mark.slow  # each compiles and runs a U-Net train step twice
 
-EXTENDED = pytest.mark.extended   # benchmarks/extended_tests.py runs these
+EXTENDED = pytest.mark.extended   # tools/extended_tests.py runs these
 CASES = [
     # input shape (no batch), U-Net options, spec, cores
     ((16, 32, 3), UNetOptions(padding="same", downsample="conv"), [1, 2, 4, 1], 8),
