@@ -88,9 +88,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # a notebook (run by nbmake) takes half a minute to three here
         if pathlib.Path(str(item.path)).suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)
-    # the notebooks first: collected last, they ran last and one worker finished them
-    # alone while the other waited; first, the short tests fill in around them
-    items.sort(key=lambda item: pathlib.Path(str(item.path)).suffix != ".ipynb")
+    # (tests/conftest.py's longest_first puts them, and the other slow tests, first)
     if not libtpu_available():
         no_libtpu = pytest.mark.skip(reason=LIBTPU_MISSING_REASON)
         for item in items:

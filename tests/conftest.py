@@ -55,13 +55,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 def longest_first(items):
-    """``items`` with the notebooks (a minute or more each) first, the rest in collection
-    order: pytest-xdist hands the first quarter out round-robin and the rest on demand,
-    so long items started first end with the rest instead of after it.
+    """``items`` with the notebooks (a minute or more each) first, then the other tests
+    marked ``slow``, the rest in collection order: pytest-xdist hands the first quarter
+    out round-robin and the rest on demand, so long items started first end with the rest
+    instead of after it.
 
     >>> class Item:
-    ...     def __init__(self, nodeid): self.nodeid = nodeid
-    >>> [i.nodeid for i in longest_first([Item("tests/a.py::t"), Item("notebooks/b.ipynb")])]
-    ['notebooks/b.ipynb', 'tests/a.py::t']
+    ...     def __init__(self, nodeid, slow=False): self.nodeid, self.slow = nodeid, slow
+    ...     def get_closest_marker(self, name): return name if self.slow else None
+    >>> [i.nodeid for i in longest_first([Item("tests/a.py::t"), Item("tests/c.py::s", True),
+    ...                                   Item("notebooks/b.ipynb")])]
+    ['notebooks/b.ipynb', 'tests/c.py::s', 'tests/a.py::t']
     """
-    return sorted(items, key=lambda item: not item.nodeid.split("::")[0].endswith(".ipynb"))
+    return sorted(items, key=lambda item: (
+        not item.nodeid.split("::")[0].endswith(".ipynb"),
+        item.get_closest_marker("slow") is None))

@@ -84,15 +84,20 @@ def test_parametrized_tests_with_cases_run_as_usual(pytester):
     result.assert_outcomes(passed=2, skipped=1)
 
 
-def test_notebooks_run_first_and_everything_else_keeps_its_order():
+def test_notebooks_run_first_then_slow_tests_and_everything_else_keeps_its_order():
     from tests.conftest import longest_first
 
     class Item:
         def __init__(self, nodeid):
             self.nodeid = nodeid
 
+        def get_closest_marker(self, name):
+            return name if name == "slow" and "slow" in self.nodeid else None
+
     ids = ["tests/a.py::t1", "docs/guide.md::[CodeFence#1]", "notebooks/x.ipynb::x.ipynb",
-           "tests/b.py::t2[case.ipynb]", "notebooks/a.ipynb::a.ipynb", "README.md::[CodeFence#1]"]
+           "tests/b.py::t2[case.ipynb]", "tests/c.py::slow_one", "notebooks/a.ipynb::a.ipynb",
+           "README.md::[CodeFence#1]", "tests/d.py::slow_two"]
     assert [i.nodeid for i in longest_first([Item(n) for n in ids])] == [
-        "notebooks/x.ipynb::x.ipynb", "notebooks/a.ipynb::a.ipynb", "tests/a.py::t1",
-        "docs/guide.md::[CodeFence#1]", "tests/b.py::t2[case.ipynb]", "README.md::[CodeFence#1]"]
+        "notebooks/x.ipynb::x.ipynb", "notebooks/a.ipynb::a.ipynb", "tests/c.py::slow_one",
+        "tests/d.py::slow_two", "tests/a.py::t1", "docs/guide.md::[CodeFence#1]",
+        "tests/b.py::t2[case.ipynb]", "README.md::[CodeFence#1]"]
