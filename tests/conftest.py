@@ -33,6 +33,26 @@ def parse_error(capsys):
 
 
 @pytest.fixture(scope="session")
+def cli():
+    """``cli(argv)``: the CLI's ``main(argv)`` (its exit status), with Keras' global state
+    cleared first (``keras.backend.clear_session``), as in a new ``python -m spatial_tf``
+    process. Keras then numbers the layers from the start, as such a process does, so the
+    same command traces the same program, op names included, and reads its compile from
+    the suite's compile cache when an earlier command (a test's, or a process's) compiled
+    it; ``main`` called again in one process would name the layers ``conv3d_7`` where it
+    named ``conv3d`` and compile the program anew."""
+    def run(argv):
+        import keras
+
+        from spatial_tf.__main__ import main
+
+        keras.backend.clear_session()
+        return main(argv)
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def virtual_cpus():
     """The names of the virtual CPU devices, e.g. ['/job:localhost/.../device:CPU:0', ...]."""
     return list(_DEVICES)

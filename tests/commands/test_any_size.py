@@ -409,12 +409,13 @@ def test_tiles_split_over_cores_give_the_mask_of_the_inputs_shape(tmp_path, caps
 
 @pytest.mark.emulator
 @pytest.mark.slow
-def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, capsys):
+def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, capsys, cli):
+    # cli: the second command plans the same train steps, read from the compile cache
     image, _ = write_pair(str(tmp_path / "data"), "ct", (40, 36, 20), seed=5)
     model_dir = forced_model_dir(str(tmp_path / "model"))
     output = str(tmp_path / "mask.nii.gz")
-    assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
-                 "--tile", "auto", "--budget", "12MiB", "--cores", "2"]) == 0
+    assert cli(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
+                "--tile", "auto", "--budget", "12MiB", "--cores", "2"]) == 0
     captured = capsys.readouterr()
     assert ("--tile auto: planning a train step of this model at [32, 48, 64] on 2 cores, "
             "budget 12.0 MiB per core" in captured.err)
@@ -431,15 +432,15 @@ def test_tile_auto_takes_the_planners_largest_cube_within_the_budget(tmp_path, c
     np.testing.assert_array_equal(np.asarray(nib.load(output).dataobj), 1)
     # a budget the weights alone exceed: refused, nothing written
     os.remove(output)
-    assert main(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
-                 "--tile", "auto", "--budget", "1KiB", "--cores", "2"]) == 2
+    assert cli(["predict", "--model-dir", model_dir, "--input", image, "--output", output,
+                "--tile", "auto", "--budget", "1KiB", "--cores", "2"]) == 2
     assert ("argument --tile: auto found no tile of this model that fits 1KiB on 2 cores"
             in capsys.readouterr().err)
     assert not os.path.exists(output)
 
 
 @pytest.mark.emulator
-@pytest.mark.extended  # a fitting TPU compile (80 s): benchmarks/extended_tests.py runs it
+@pytest.mark.extended  # a fitting TPU compile (80 s): tools/extended_tests.py runs it
 @pytest.mark.skipif(__import__("spatial_tf.emulator.tpu.tpu_compile").emulator.tpu
                     .tpu_compile.libtpu_version() is None,
                     reason="needs libtpu (XLA's TPU compiler): pip install "

@@ -1,7 +1,9 @@
 """A model dir with a damaged file: evaluate and predict (3D U-Net and RetinaNet) use the
 newest readable checkpoint and say on stderr which file was passed over and why; train
 resumes from it; nothing readable, or a broken model.json, is one line and exit 2 with
-nothing changed. A tiny model trained by the train command, damaged file by file."""
+nothing changed. A tiny model trained by the train command, damaged file by file. The
+3D U-Net's trains run through the ``cli`` fixture, as a new process runs them: a resumed
+run reads the train step's compile from the compile cache."""
 import hashlib
 import os
 import shutil
@@ -18,11 +20,11 @@ pytestmark = [pytest.mark.emulator, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, cli):
     """A 3D U-Net model dir with ckpt-1, ckpt-2 and ckpt-3."""
     model_dir = str(tmp_path_factory.mktemp("trained") / "model")
-    assert main(["train", "unet3d", "--model-dir", model_dir, "--cores", "1", "--steps", "3",
-                 "--checkpoint-every", "1", "--no-progress"] + TINY) == 0
+    assert cli(["train", "unet3d", "--model-dir", model_dir, "--cores", "1", "--steps", "3",
+                "--checkpoint-every", "1", "--no-progress"] + TINY) == 0
     return model_dir
 
 
@@ -104,11 +106,11 @@ def test_predict_falls_back_and_writes_its_outputs(model_dir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", ["latest data truncated", "pointer garbage"])
-def test_train_resumes_from_the_newest_readable_checkpoint(model_dir, capsys, case):
+def test_train_resumes_from_the_newest_readable_checkpoint(model_dir, capsys, case, cli):
     damage, step, _ = DAMAGE[case]
     damage(model_dir)
-    assert main(["train", "unet3d", "--model-dir", model_dir, "--cores", "1", "--steps", "4",
-                 "--checkpoint-every", "1", "--no-progress"] + TINY) == 0
+    assert cli(["train", "unet3d", "--model-dir", model_dir, "--cores", "1", "--steps", "4",
+                "--checkpoint-every", "1", "--no-progress"] + TINY) == 0
     out, err = capsys.readouterr()
     assert [line for line in err.splitlines() if line.startswith("train: ")][:2] == [
         notice("train", model_dir, case, doing="resuming from"),

@@ -22,10 +22,12 @@ def test_untrained_model_dir_is_refused(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, cli):
+    # tests/commands/test_train.py trains this model on 2 cores too: cli reads the train
+    # step's compile from the compile cache when one of its tests compiled it
     model_dir = str(tmp_path_factory.mktemp("model"))
-    assert main(["train", "unet3d", "--model-dir", model_dir, "--cores", "2", "--steps", "3",
-                 "--no-progress"] + TINY) == 0
+    assert cli(["train", "unet3d", "--model-dir", model_dir, "--cores", "2", "--steps", "3",
+                "--no-progress"] + TINY) == 0
     return model_dir
 
 

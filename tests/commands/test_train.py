@@ -115,7 +115,7 @@ def test_a_record_without_conv_rebuilds_keras_conv3d():
 
 @pytest.mark.emulator
 @pytest.mark.slow
-def test_the_dtype_policy_is_recorded_and_kept_on_resume(capsys, tmp_path):
+def test_the_dtype_policy_is_recorded_and_kept_on_resume(capsys, tmp_path, cli):
     import json
 
     from spatial_tf.commands import volumes
@@ -123,7 +123,7 @@ def test_the_dtype_policy_is_recorded_and_kept_on_resume(capsys, tmp_path):
     model_dir = str(tmp_path / "bf16")
     argv = ["train", "unet3d", "--model-dir", model_dir, "--cores", "2", "--steps", "1",
             "--no-progress"] + TINY
-    assert main(argv + ["--dtype-policy", "mixed_bfloat16"]) == 0
+    assert cli(argv + ["--dtype-policy", "mixed_bfloat16"]) == 0
     assert ", mixed_bfloat16 on " in capsys.readouterr().out
     with open(os.path.join(model_dir, "model.json")) as f:
         record = json.load(f)
@@ -134,7 +134,7 @@ def test_the_dtype_policy_is_recorded_and_kept_on_resume(capsys, tmp_path):
     model = volumes.build_model(record)  # as evaluate and predict build it
     assert model.get_layer("down0_conv1").compute_dtype == "bfloat16"
     assert model.get_layer("logits").compute_dtype == "float32"
-    assert main(argv) == 0  # no option: the recorded policy, nothing to refuse
+    assert cli(argv) == 0  # no option: the recorded policy, nothing to refuse
     out = capsys.readouterr().out
     assert ", mixed_bfloat16 on " in out and "already trained to --steps 1" in out
     before = snapshot(model_dir)
@@ -142,8 +142,9 @@ def test_the_dtype_policy_is_recorded_and_kept_on_resume(capsys, tmp_path):
     assert "holds another model (dtype_policy mixed_bfloat16 (asked float32))" in \
         capsys.readouterr().err
     assert snapshot(model_dir) == before
-    # a new model dir off a TPU: float32
-    assert main(argv[:2] + ["--model-dir", str(tmp_path / "f32")] + argv[4:]) == 0
+    # a new model dir off a TPU: float32 (the float32 TINY step on 2 cores other tests here
+    # train too: read from the compile cache when one of them compiled it)
+    assert cli(argv[:2] + ["--model-dir", str(tmp_path / "f32")] + argv[4:]) == 0
     assert volumes.read_record(str(tmp_path / "f32"))["dtype_policy"] == "float32"
 
 
@@ -203,7 +204,7 @@ def logged_steps(model_dir):
 
 @pytest.mark.emulator
 @pytest.mark.slow
-def test_sigterm_saves_and_the_next_run_resumes_there(tmp_path):
+def test_sigterm_saves_and_the_next_run_resumes_there(tmp_path, capsys, cli):
     model_dir = str(tmp_path / "run")
     argv = [sys.executable, "-m", "spatial_tf", "train", "unet3d", "--model-dir", model_dir,
             "--cores", "2", "--steps", "100000", "--checkpoint-every", "100000", *TINY]
@@ -222,10 +223,11 @@ def test_sigterm_saves_and_the_next_run_resumes_there(tmp_path):
     assert stopped >= 1
     assert os.path.isfile(os.path.join(model_dir, f"ckpt-{stopped}.index"))
     assert logged_steps(model_dir) == list(range(1, stopped + 1))
+    # the next run, in this process as a new one would run it (cli): it resumes from what
+    # the stopped process left on disk; a second process would only add TensorFlow's start
     argv[argv.index("100000")] = str(stopped + 2)
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert f"step {stopped + 2}: loss" in done.stdout
+    assert cli(argv[3:]) == 0
+    assert f"step {stopped + 2}: loss" in capsys.readouterr().out
     # the second run did steps stopped+1 and stopped+2 only: each step logged once
     assert logged_steps(model_dir) == list(range(1, stopped + 3))
 
@@ -264,10 +266,10 @@ def test_checkpoint_of_8_cores_restores_on_2_and_unpartitioned(tmp_path, capsys)
 
 @pytest.mark.emulator
 @pytest.mark.slow
-def test_resumed_run_on_the_emulator_trains_on_the_same_data_as_one_run(tmp_path):
+def test_resumed_run_on_the_emulator_trains_on_the_same_data_as_one_run(tmp_path, cli):
     # stopped at step 2 and resumed to 3 must equal one run to 3: the data position is
     # restored under a distributed strategy (skipping too few or too many batches
-    # changes step 3's batch and so the weights)
+    # changes step 3's batch and so the weights). cli: the three runs compile one program
     import tensorflow as tf
 
     def weights(model_dir):
@@ -277,9 +279,9 @@ def test_resumed_run_on_the_emulator_trains_on_the_same_data_as_one_run(tmp_path
 
     once, twice = str(tmp_path / "once"), str(tmp_path / "twice")
     common = ["--cores", "2", "--spec", "1,2,1,1,1", "--no-progress"] + TINY
-    assert main(["train", "unet3d", "--model-dir", once, "--steps", "3"] + common) == 0
-    assert main(["train", "unet3d", "--model-dir", twice, "--steps", "2"] + common) == 0
-    assert main(["train", "unet3d", "--model-dir", twice, "--steps", "3"] + common) == 0
+    assert cli(["train", "unet3d", "--model-dir", once, "--steps", "3"] + common) == 0
+    assert cli(["train", "unet3d", "--model-dir", twice, "--steps", "2"] + common) == 0
+    assert cli(["train", "unet3d", "--model-dir", twice, "--steps", "3"] + common) == 0
     a, b = weights(once), weights(twice)
     assert sorted(a) == sorted(b) and len(a) > 4
     for name in a:
@@ -296,17 +298,18 @@ def _train_lines(err):
 
 @pytest.mark.emulator
 @pytest.mark.slow
-def test_no_progress_logs_every_n_steps_and_a_resume_says_what_it_restored(tmp_path, capsys):
+def test_no_progress_logs_every_n_steps_and_a_resume_says_what_it_restored(tmp_path, capsys,
+                                                                           cli):
     model_dir = str(tmp_path / "model")
     argv = ["train", "unet3d", "--model-dir", model_dir, "--cores", "1", "--no-progress"] + TINY
-    assert main(argv + ["--steps", "2", "--log-every", "1"]) == 0
+    assert cli(argv + ["--steps", "2", "--log-every", "1"]) == 0
     out, err = capsys.readouterr()
     loss, dice = out.splitlines()[-1].removeprefix("step 2: loss ").split(", mean Dice ")
     lines = _train_lines(err)
     assert len(lines) == 2 and lines[0].startswith("train: step 1/2: loss ")
     assert lines[1] == f"train: step 2/2: loss {loss}, dice {dice}, S s/step"
 
-    assert main(argv + ["--steps", "3"]) == 0   # default --log-every: a tenth of 3, so 1
+    assert cli(argv + ["--steps", "3"]) == 0    # default --log-every: a tenth of 3, so 1
     out, err = capsys.readouterr()
     loss, dice = out.splitlines()[-1].removeprefix("step 3: loss ").split(", mean Dice ")
     assert _train_lines(err) == [f"train: restored {model_dir}/ckpt-2 (step 2)",
