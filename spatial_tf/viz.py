@@ -16,7 +16,6 @@ from spatial_tf.table import plural
 
 __all__ = ["slices_figure", "memory_figure", "clip_layout_figure", "clip_cores"]
 
-_MEMORY_KINDS = ("argument", "temp", "output")
 _AXES = "DHW"  # the library's names of a [D, H, W] volume's axes
 
 
@@ -122,19 +121,24 @@ def _legend(fig, plt, names, top):
 def memory_figure(report, title: str = ""):
     """Per-core bytes of a partitioned step beside the unpartitioned program's.
 
-    ``report`` is what ``Emulator.report`` returns: bars per kind (arguments, temporaries,
-    outputs), partitioned per core against unpartitioned, in MiB.
+    ``report`` is what ``Emulator.report`` returns: bars per kind (arguments, outputs,
+    temporaries), partitioned per core against unpartitioned, in MiB.
     """
+    from spatial_tf.emulator.xla import MEMORY_KINDS
+
+    # the kinds XLA reports, less "alias": outputs that reuse an argument's buffer,
+    # already counted among the arguments
+    kinds = [k for k in MEMORY_KINDS if k != "alias"]
     plt = _pyplot()
     mib = 2.0 ** 20
-    x = np.arange(len(_MEMORY_KINDS))
-    part = [report.partitioned[k] / mib for k in _MEMORY_KINDS]
-    whole = [report.unpartitioned[k] / mib for k in _MEMORY_KINDS]
+    x = np.arange(len(kinds))
+    part = [report.partitioned[k] / mib for k in kinds]
+    whole = [report.unpartitioned[k] / mib for k in kinds]
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     ax.bar(x - 0.2, whole, 0.4, label="unpartitioned", color="0.6")
     ax.bar(x + 0.2, part, 0.4, label=f"per core, {report.num_cores_per_replica} cores",
            color="tab:blue")
-    ax.set_xticks(x, _MEMORY_KINDS)
+    ax.set_xticks(x, kinds)
     ax.set_ylabel("MiB")
     ax.set_title(title or f"{report.function}: memory per core", fontsize=9)
     ax.legend()

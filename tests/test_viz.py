@@ -86,8 +86,8 @@ def test_memory_figure_bars_in_mib():
     fig = viz.memory_figure(_Report())
     ax = fig.axes[0]
     heights = [p.get_height() for p in ax.patches]
-    assert heights == [4, 8, 2, 1, 2, 0.5]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["argument", "temp", "output"]
+    assert heights == [4, 2, 8, 1, 0.5, 2]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["argument", "output", "temp"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "unpartitioned", "per core, 4 cores"]
     assert ax.get_title() == "step: memory per core"
