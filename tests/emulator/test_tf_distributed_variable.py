@@ -34,7 +34,6 @@ import copy
 import os
 
 import pytest
-from absl import flags
 from absl.testing import parameterized
 from tensorflow.python.checkpoint import checkpoint as trackable_utils
 from tensorflow.python.checkpoint import checkpoint_options
@@ -64,29 +63,12 @@ from tensorflow.python.saved_model import save_context
 from tensorflow.python.saved_model import save_options
 from tensorflow.python.types import core
 
-from spatial_tf.emulator import Emulator
+from tf_ports import emulator_distributions
 
 pytestmark = pytest.mark.emulator
 
-# TensorFlow's combinations read absl flags, which its test main parses; under pytest the
-# command line is pytest's, so they keep their defaults
-if not flags.FLAGS.is_parsed():
-  flags.FLAGS.mark_as_parsed()
-
-_EMULATORS = {}
-
-
-def _emulator(cores, replicas):
-  def make():
-    if (cores, replicas) not in _EMULATORS:
-      _EMULATORS[cores, replicas] = Emulator(cores, num_replicas=replicas)
-    return _EMULATORS[cores, replicas]
-  return combinations.NamedDistribution(f"Emulator{cores}x{replicas}", make)
-
-
-emulator_one_replica = _emulator(1, 1)
-emulator_two_replicas = _emulator(1, 2)
-emulator_two_cores_two_replicas = _emulator(2, 2)
+(emulator_one_replica, emulator_two_replicas,
+ emulator_two_cores_two_replicas) = emulator_distributions()
 
 _REPLICATED = ("two cores per replica: TensorFlow's TPUReplicatedVariable component "
                "{}, as under TPUStrategy with SPMD over two cores")

@@ -52,7 +52,6 @@ variables created in the function given to ``extended.call_for_each_replica``, w
 the emulator traced as a step where TPUStrategy's calls it in replica 0's context).
 """
 import pytest
-from absl import flags
 
 from tensorflow.python.checkpoint import checkpoint as tracking_util
 from tensorflow.python.distribute import combinations
@@ -81,29 +80,12 @@ from tensorflow.python.ops import variables
 from tensorflow.python.saved_model import load
 from tensorflow.python.saved_model import save
 
-import spatial_tf
+from tf_ports import emulator_distributions
 
 pytestmark = pytest.mark.emulator
 
-# TensorFlow's combinations read absl flags, which its test main parses; under pytest the
-# command line is pytest's, so they keep their defaults
-if not flags.FLAGS.is_parsed():
-  flags.FLAGS.mark_as_parsed()
-
-_EMULATORS = {}
-
-
-def _emulator(cores, replicas):
-  def make():
-    if (cores, replicas) not in _EMULATORS:
-      _EMULATORS[cores, replicas] = spatial_tf.Emulator(cores, num_replicas=replicas)
-    return _EMULATORS[cores, replicas]
-  return combinations.NamedDistribution(f"Emulator{cores}x{replicas}", make)
-
-
-emulator_one_replica = _emulator(1, 1)
-emulator_two_replicas = _emulator(1, 2)
-emulator_two_cores_two_replicas = _emulator(2, 2)
+(emulator_one_replica, emulator_two_replicas,
+ emulator_two_cores_two_replicas) = emulator_distributions()
 
 _THREADS = (
     "MirroredStrategy's per-replica threads: the case runs the replica function once "

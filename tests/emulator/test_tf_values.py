@@ -51,7 +51,6 @@ import os
 
 import numpy as np
 import pytest
-from absl import flags
 from absl.testing import parameterized
 from tensorflow.python import tf2
 from tensorflow.python.distribute import combinations
@@ -75,28 +74,12 @@ from tensorflow.python.ops import variables as variables_lib
 from tensorflow.python.training import saver as saver_lib
 
 import spatial_tf
+from tf_ports import emulator_distributions
 
 pytestmark = pytest.mark.emulator
 
-# TensorFlow's combinations read absl flags, which its test main parses; under pytest the
-# command line is pytest's, so they keep their defaults
-if not flags.FLAGS.is_parsed():
-  flags.FLAGS.mark_as_parsed()
-
-_EMULATORS = {}
-
-
-def _emulator(cores, replicas):
-  def make():
-    if (cores, replicas) not in _EMULATORS:
-      _EMULATORS[cores, replicas] = spatial_tf.Emulator(cores, num_replicas=replicas)
-    return _EMULATORS[cores, replicas]
-  return combinations.NamedDistribution(f"Emulator{cores}x{replicas}", make)
-
-
-emulator_one_replica = _emulator(1, 1)
-emulator_two_replicas = _emulator(1, 2)
-emulator_two_cores_two_replicas = _emulator(2, 2)
+(emulator_one_replica, emulator_two_replicas,
+ emulator_two_cores_two_replicas) = emulator_distributions()
 # TensorFlow's tpu_strategy, tpu_strategy_packed_var and tpu_strategy_spmd
 EMULATORS = [
     emulator_one_replica,
