@@ -32,6 +32,25 @@ def parse_error(capsys):
     return run
 
 
+_SUMMARY_STATE = ("writer", "step", "is_recording", "is_recording_distribution_strategy")
+
+
+@pytest.fixture(autouse=True)
+def summary_state_restored():
+    """``tf.summary``'s process-wide state (default writer, default step, record_if)
+    as each test found it, restored after it: a test that leaves a default step set (a
+    context entered and never left) must not change what the next test in the same
+    worker writes. (Two summary tests failed so, with steps 0 where 5 and 6 were set,
+    in one full run whose order put them after the test that leaked.)"""
+    from spatial_tf._tf_internals import summary_ops_v2
+
+    state = summary_ops_v2._summary_state
+    saved = {name: getattr(state, name, None) for name in _SUMMARY_STATE}
+    yield
+    for name, value in saved.items():
+        setattr(state, name, value)
+
+
 @pytest.fixture(scope="session")
 def cli():
     """``cli(argv)``: the CLI's ``main(argv)`` (its exit status), with Keras' global state
