@@ -80,7 +80,7 @@ from tensorflow.python.ops import variables
 from tensorflow.python.saved_model import load
 from tensorflow.python.saved_model import save
 
-from tf_ports import emulator_distributions
+from tf_ports import emulator_distributions, skip_or_xfail
 
 pytestmark = pytest.mark.emulator
 
@@ -169,15 +169,7 @@ def skip_reason(name):
 
 @pytest.fixture(autouse=True)
 def _skipped(request):
-  name = request.function.__name__
-  if "_test_" not in name:  # TestCase.test_session, which TensorFlow skips itself
-    return
-  reason = skip_reason(name)
-  if reason is not None:
-    pytest.skip(reason)
-  bug = XFAILED.get((name.split("_test_")[0], _layout(name)))
-  if bug is not None:
-    request.node.add_marker(pytest.mark.xfail(reason=bug, strict=True))
+  skip_or_xfail(request, skip_reason, XFAILED, _layout)
 
 
 def test_every_xfailed_and_skipped_case_exists():
