@@ -107,7 +107,16 @@ def main(argv=None):
                         "emulator's, spatial_tf.emulator.xla._xla.TPU_LIKE_OPTIONS)")
     p.add_argument("--target", default=None,
                    help="a TPU generation (e.g. v5e): add the TPU compiler's E(N)")
+    p.add_argument("--splits", default="slab,cube",
+                   help="which of the model's two specs: slab (one axis), cube (all three "
+                        "spatial axes; two for resnet2d), or both (default)")
+    p.add_argument("--forms", default="as written,partition_friendly",
+                   help="the model as written, after partition_friendly, or both (default)")
     args = p.parse_args(argv)
+    for value, known in ((args.splits, ("slab", "cube")),
+                         (args.forms, ("as written", "partition_friendly"))):
+        if not set(value.split(",")) <= set(known):
+            p.error(f"{value!r}: expected a comma-separated choice of {', '.join(known)}")
     options = (None if args.disable_hlo_passes is None
                else {"xla_disable_hlo_passes": args.disable_hlo_passes})
 
@@ -141,8 +150,9 @@ def main(argv=None):
           + (f", XLA passes off: {args.disable_hlo_passes}" if options else ""), flush=True)
 
     rows = []
-    for form in ("as written", "partition_friendly"):
-        for spec in SPECS[args.model]:
+    chosen = dict(zip(("slab", "cube"), SPECS[args.model]))
+    for form in args.forms.split(","):
+        for spec in (chosen[name] for name in args.splits.split(",")):
             emulator = spatial_tf.Emulator(cores, compiler_options=options, target=args.target)
             with emulator.scope():
                 keras.utils.set_random_seed(0)

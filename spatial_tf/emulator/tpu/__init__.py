@@ -1,8 +1,9 @@
 """XLA:TPU as a compile-only target: TPU generations and slices read as targets and
 checked (``tpu_compile``), the TPU compiler's worker process (``_xla_tpu``), the step
 compiled for a TPU (``compiled_step``: ``TpuCompiledStep``), its predicted step time
-(``step_time``) and how long such compiles took before (``compile_times``). It sits on
-``xla`` only.
+(``step_time``), how long such compiles took before (``compile_times``) and what fills
+its temp memory at the peak (``buffers``, from the compiler's dump). It sits on ``xla``
+only.
 """
 from spatial_tf.emulator import exported
 

@@ -38,7 +38,7 @@ from typing import NamedTuple, Optional, Sequence
 
 from spatial_tf import table
 from spatial_tf._tf_internals import hlo_pb2, xla_data_pb2
-from spatial_tf.emulator.tpu import compile_times
+from spatial_tf.emulator.tpu import buffers, compile_times
 from spatial_tf.emulator.xla import compile_cache
 from spatial_tf.emulator.xla.errors import CompileError
 from spatial_tf.emulator.xla.executable import with_peak
@@ -347,7 +347,8 @@ def compile_for_tpu(hlo: bytes, num_partitions: int, target, *, name: str = "ste
                                       version, os.environ.get("LIBTPU_INIT_ARGS", ""),
                                       metadata=False)
     names = compile_cache.op_names(program)
-    result = _load_renamed(entry, names)
+    # a dump (buffers.DUMP_ENV) needs the compiler to run: the cached answer is not read
+    result = None if os.environ.get(buffers.DUMP_ENV) else _load_renamed(entry, names)
     cached = result is not None
     if result is None:
         result = _compile_and_record(program, request, name, target, *waiting)
@@ -432,14 +433,28 @@ def _compile_and_record(program, request, name, target, timeout, progress):
     expected = compile_times.expected(generation, cores, len(program))
     start = time.perf_counter()
     result = _run_worker(program, request, name, target, timeout, progress,
-                         compile_times.expected_text(expected))
+                         compile_times.expected_text(expected), _dump_flags(name, cores))
     if result["status"] in ("compiled", "out_of_memory"):
         compile_times.record(generation, cores, len(program), result["status"] == "compiled",
                              time.perf_counter() - start)
     return result
 
 
-def _run_worker(program, request, name, target, timeout, progress, note=""):
+def _dump_flags(name, cores) -> dict:
+    """The worker's ``XLA_FLAGS`` with XLA's dump into a new folder
+    ``<name>-<cores>cores-<random>`` under ``$SPATIAL_TF_TPU_COMPILER_DUMP``
+    (``buffers``), or nothing when that is not set."""
+    root = os.environ.get(buffers.DUMP_ENV)
+    if not root:
+        return {}
+    os.makedirs(root, exist_ok=True)
+    label = re.sub(r"[^\w.]+", "_", name)
+    folder = tempfile.mkdtemp(prefix=f"{label}-{cores}cores-", dir=os.path.abspath(root))
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {"XLA_FLAGS": f"{flags} --xla_dump_to={folder} --xla_dump_hlo_as_text".strip()}
+
+
+def _run_worker(program, request, name, target, timeout, progress, note="", extra_env=None):
     """What the worker process said of ``program``. The worker and its folder are gone
     when this returns or raises (SIGTERM included, ``_sigterm_stops_the_worker``); a
     worker whose parent is killed ends by itself and removes the folder
@@ -452,7 +467,8 @@ def _run_worker(program, request, name, target, timeout, progress, note=""):
             f.write(program)
         with open(os.path.join(folder, "request.json"), "w") as f:
             json.dump(request, f)
-        env = {**os.environ, **_xla_tpu.ENVIRONMENT, "PYTHONPATH": worker_path()}
+        env = {**os.environ, **_xla_tpu.ENVIRONMENT, "PYTHONPATH": worker_path(),
+               **(extra_env or {})}
         log = open(os.path.join(folder, "worker.log"), "w+b")
         # the worker watches this process and ends with it (and removes the folder)
         command = [sys.executable, "-m", "spatial_tf.emulator.tpu._xla_tpu", folder,
