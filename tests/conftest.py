@@ -38,10 +38,11 @@ _SUMMARY_STATE = ("writer", "step", "is_recording", "is_recording_distribution_s
 @pytest.fixture(autouse=True)
 def summary_state_restored():
     """``tf.summary``'s process-wide state (default writer, default step, record_if)
-    as each test found it, restored after it: a test that leaves a default step set (a
-    context entered and never left) must not change what the next test in the same
-    worker writes. (Two summary tests failed so, with steps 0 where 5 and 6 were set,
-    in one full run whose order put them after the test that leaked.)"""
+    as each test found it, restored after it: a test that leaves a default step set must
+    not change what the next test in the same worker writes. TensorFlow's own
+    ``_test_summary_for_replica_zero_only`` (ported in test_tf_tpu_strategy.py) calls
+    ``summary_ops.set_step(0)`` and never unsets it; two summary tests that ran after it
+    in one worker wrote step 0 where 5 and 6 were set."""
     from spatial_tf._tf_internals import summary_ops_v2
 
     state = summary_ops_v2._summary_state
