@@ -31,6 +31,12 @@ else:
     _OWN_CACHE = None
 
 
+# The suite's steps are small: XLA:CPU compiles them without LLVM's optimizations (same
+# partitions, collectives and memory figures; about a third less compile CPU). Inherited
+# by the xdist workers, the notebooks' kernels and the CLI processes tests start.
+os.environ.setdefault("SPATIAL_TF_FAST_COMPILE", "1")
+
+
 def pytest_unconfigure(config):
     if _OWN_CACHE and not hasattr(config, "workerinput"):  # the controller, after the run
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)

@@ -71,3 +71,46 @@ def test_the_emulator_imports_without_jax(tmp_path):
                          cwd=str(tmp_path), check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert 'Fix: pip install "spatial-tf[emulator]"' in out.stdout
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("1", {"xla_backend_optimization_level": 0}), (" On ", {"xla_backend_optimization_level": 0}),
+    ("true", {"xla_backend_optimization_level": 0}), ("0", {}), ("off", {}), ("", {}),
+])
+def test_fast_compile_reads_on_and_off(monkeypatch, value, expected):
+    monkeypatch.setenv("SPATIAL_TF_FAST_COMPILE", value)
+    assert _xla.fast_compile_options() == expected
+
+
+def test_a_fast_compile_value_that_is_neither_is_refused(monkeypatch):
+    monkeypatch.setenv("SPATIAL_TF_FAST_COMPILE", "fastest")
+    with pytest.raises(ValueError, match=r"SPATIAL_TF_FAST_COMPILE='fastest'; expected 1 .* or 0\. "
+                                         r"Fix: SPATIAL_TF_FAST_COMPILE=1, or unset it"):
+        _xla.fast_compile_options()
+
+
+def test_a_fast_compile_partitions_alike_and_is_cached_apart(monkeypatch, tmp_path):
+    import tensorflow as tf
+
+    from spatial_tf.emulator import Emulator
+
+    monkeypatch.setenv("SPATIAL_TF_COMPILE_CACHE", str(tmp_path))
+    kernel = tf.Variable(tf.random.stateless_normal([3, 3, 2, 4], (1, 2), dtype=tf.float64))
+
+    def step(x):
+        x = spatial_tf.split(x, [1, 2, 2, 1])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.nn.conv2d(x, kernel, 1, "SAME") ** 2)
+        return loss, tape.gradient(loss, kernel)
+
+    x = tf.random.stateless_normal([2, 16, 16, 2], (3, 4), dtype=tf.float64)
+    found = {}
+    for value in ("0", "1"):
+        monkeypatch.setenv("SPATIAL_TF_FAST_COMPILE", value)
+        emulator = Emulator(4)
+        memory = emulator.compile(step, (x,)).memory()
+        found[value] = (memory, [v.numpy() for v in emulator.run(step, args=(x,))])
+    assert found["0"][0] == found["1"][0]  # buffer assignment is before code generation
+    for slow, fast in zip(found["0"][1], found["1"][1]):
+        assert abs(slow - fast).max() <= 1e-12 * abs(slow).max()
+    assert len(list(tmp_path.glob("*.bin"))) == 2  # the step compiled once per option
