@@ -21,14 +21,32 @@ def _bash_blocks(text):
 _SAME_COLLECTION = {"-q", "-qq", "-v", "-vv", "-x", "-s", "-rs", "-ra"}
 
 
+def _same_collection(args):
+    """Whether ``args`` are options of ``_SAME_COLLECTION``, ``--durations=N`` or
+    ``-p no:cacheprovider`` only (the timed form of the README's command).
+
+    >>> _same_collection(["-q", "--durations=40", "-p", "no:cacheprovider"])
+    True
+    >>> _same_collection(["-q", "-k", "spec"]), _same_collection(["-p", "no:xdist"])
+    (False, False)
+    """
+    args = list(args)
+    while "-p" in args:
+        at = args.index("-p")
+        if args[at + 1:at + 2] != ["no:cacheprovider"]:
+            return False
+        del args[at:at + 2]
+    return all(a in _SAME_COLLECTION or re.fullmatch(r"--durations=\d+", a) for a in args)
+
+
 def _collected_by_this_run(request):
     """The number of tests this run selected, when it is the README's test command (no
-    paths, no -k, setup.cfg's -m: only options of ``_SAME_COLLECTION``, and no
+    paths, no -k, setup.cfg's -m: only options of ``_same_collection``, and no
     PYTEST_ADDOPTS): the collection of the whole suite, already made (each xdist worker
     collects it all). None for another command, a file or a -k expression, say."""
     config = request.config
     if (config.args_source != pytest.Config.ArgsSource.TESTPATHS
-            or not set(config.invocation_params.args) <= _SAME_COLLECTION
+            or not _same_collection(config.invocation_params.args)
             or os.environ.get("PYTEST_ADDOPTS")):
         return None
     return len(request.session.items)
