@@ -57,7 +57,7 @@ TPU_LIKE_OPTIONS = {
 # SPATIAL_TF_FAST_COMPILE=1: XLA:CPU's code generation without LLVM's optimizations
 # (xla_backend_optimization_level 0) for every emulator compile. The HLO passes, the SPMD
 # partitioner and buffer assignment are unchanged, so partitions, collectives and memory
-# figures are the same; compiles take about a third less CPU (176.8 -> 111.9 s on
+# figures are the same; compiles take about a third less CPU (176.8 -> 113.7 s on
 # tests/emulator/test_nets.py and tests/detection/test_detection_step.py) and the
 # compiled steps run slower. For test suites of small steps (spatial_tf's own sets it).
 FAST_COMPILE_ENV = "SPATIAL_TF_FAST_COMPILE"
