@@ -125,13 +125,17 @@ def main(argv=None):
             if args.target:
                 tpu = report.tpu or {}
                 part = (tpu.get("partitioned") or {}).get("temp")
+                one = (tpu.get("unpartitioned") or {}).get("temp")
                 row.append(format_bytes(part) if part is not None else str(tpu.get("verdict")))
+                row.append(format_bytes(one) if one is not None else "-")
+                row.append(f"{part / one:.3f}" if part and one else "-")
             row.append(f"{time.perf_counter() - start:.0f}")
             rows.append(row)
             print(" | ".join(row), flush=True)
     headers = ["model", "spec", "temp per core", "one core", "ratio", "all-gathers",
                "all-to-alls", "collective-permutes"]
-    headers += [f"temp per core, {args.target} (TPU compiler)"] if args.target else []
+    headers += ([f"temp per core, {args.target} (TPU compiler)", "one core (TPU)", "ratio (TPU)"]
+                if args.target else [])
     headers += ["s"]
     print()
     print(format_table(headers, rows))
