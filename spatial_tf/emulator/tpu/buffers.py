@@ -29,6 +29,8 @@ import re
 from collections import defaultdict
 from typing import Dict, List, NamedTuple, Tuple
 
+from spatial_tf.emulator.xla import hlo_text
+
 __all__ = ["DUMP_ENV", "Buffer", "Peak", "peak", "by_op"]
 
 DUMP_ENV = "SPATIAL_TF_TPU_COMPILER_DUMP"
@@ -36,7 +38,6 @@ _SUFFIX = ".after_optimizations-buffer-assignment.txt"
 _ALLOCATION = re.compile(r"^allocation \d+: size (\d+)(.*):$")
 _VALUE = re.compile(r"^ value: <\d+ (\S+) @\d+> \(size=(\d+),offset=\d+\): (.*)$")
 _LIVE = re.compile(r"^\s+(\S+\{[\d,]*\}):(\d+)-(\d+)$")
-_OP_NAME = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = .*?metadata=\{[^}]*?op_name=\"([^\"]*)\"")
 _NOT_TEMP = ("parameter", "constant", "thread-local", "maybe-live-out", "output shape")
 
 _EXAMPLE_ASSIGNMENT = """allocation 0: size 4096, parameter 0, shape |f32[1024]| at ShapeIndex {}:
@@ -118,7 +119,7 @@ def _read(prefix: str) -> Peak:
         live = {m.group(1): (int(m.group(2)), int(m.group(3)))
                 for m in map(_LIVE.match, f) if m}
     with open(prefix + ".after_optimizations.txt") as f:
-        ops = {m.group(1): m.group(2) for m in map(_OP_NAME.match, f) if m}
+        ops = hlo_text.op_names(f)
     end = max((e for _, e in live.values()), default=0)
     buffers = [Buffer(name, shape, size, ops.get(name.split("{")[0], ""),
                       live.get(name, (0, end))) for name, size, shape in values]

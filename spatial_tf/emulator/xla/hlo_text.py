@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import Dict, List, Optional, Tuple
 
-__all__ = ["Collective", "collectives", "computations", "shape_bytes", "dims", "tuple_elements", "KINDS",
+__all__ = ["Collective", "collectives", "op_names", "computations", "shape_bytes", "dims", "tuple_elements", "KINDS",
            "GATHER_KINDS", "element_bytes", "arrays", "INSTRUCTION", "ProgramText"]
 
 # kind -> what it means in a spatially partitioned program
@@ -243,6 +243,23 @@ def collectives(hlo_text):
                                 own.group(1) if own else _operand_name(line, m, named),
                                 _dimensions(line, kind)))
     return found
+
+
+def op_names(lines) -> dict:
+    """Each instruction's TensorFlow ``op_name`` (its metadata), by instruction name, for
+    the instructions that have one.
+
+    >>> op_names(['  %c = f32[4]{0} convolution(%p), metadata={op_name="m/Conv2D"}',
+    ...           '  ROOT %r = f32[4]{0} copy(%c)'])
+    {'c': 'm/Conv2D'}
+    """
+    named = {}
+    for line in lines:
+        m = INSTRUCTION.match(line)
+        own = _OP_NAME.search(line) if m else None
+        if m and own:
+            named[m.group("name")] = own.group(1)
+    return named
 
 
 def _dimensions(line, kind):
