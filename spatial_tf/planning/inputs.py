@@ -1,15 +1,13 @@
 """The planner's inputs: shapes, ``tf.TensorSpec`` s or tensors, as TensorSpec trees.
 
-Nothing of the planned size is allocated: the emulator traces with the arguments'
-``TensorSpec`` s, so each input is passed as a zero-stride NumPy view (one element).
+Nothing of the planned size is allocated: the emulator compiles for ``TensorSpec``
+arguments.
 
 >>> specs = input_specs((1, 16, 16, 16, 1), is_model=True)
 >>> [tuple(s.shape) for s in specs], specs[1].dtype.name
 ([(1, 16, 16, 16, 1), (1, 16, 16, 16)], 'int32')
 >>> leaf_spec(specs[1], specs[0], (1, 2, 2, 1, 1), 4)
 [1, 2, 2, 1]
->>> zeros(specs[0]).shape, zeros(specs[0]).base.size
-((1, 16, 16, 16, 1), 1)
 """
 import math
 import numbers
@@ -17,7 +15,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["input_specs", "volume_of", "leaf_spec", "zeros", "resized"]
+__all__ = ["input_specs", "volume_of", "leaf_spec", "resized"]
 
 
 def _is_shape(x):
@@ -82,11 +80,6 @@ def leaf_spec(leaf, volume, spec, num_cores):
     out = [spec[i] if i < len(volume.shape) - 1 and i < len(dims) and dims[i] == volume.shape[i]
            else 1 for i in range(len(dims))]
     return out if math.prod(out) == num_cores else None
-
-
-def zeros(spec):
-    """A zero-stride view: the shape and dtype of ``spec`` with one element allocated."""
-    return np.broadcast_to(np.zeros((), spec.dtype.as_numpy_dtype), tuple(spec.shape))
 
 
 def resized(specs, volume, edge):

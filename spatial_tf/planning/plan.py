@@ -34,7 +34,7 @@ from spatial_tf.planning.compile import compile_candidate
 from spatial_tf.planning.compile_all import NotCompiled, compile_all, compiles_text
 from spatial_tf.steps import make_gradient_step, run_model, segmentation_losses
 from spatial_tf.planning.fit import LinearFit, largest_edge
-from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of, zeros
+from spatial_tf.planning.inputs import input_specs, leaf_spec, resized, volume_of
 from spatial_tf.planning.options import PlanOptions, Training, check_memory, from_keywords
 from spatial_tf.emulator.xla import MEMORY_KINDS
 from spatial_tf.emulator.tpu import SOURCE as STEP_TIME_SOURCE, seconds_text
@@ -545,7 +545,7 @@ def _measure(steps, name, tree, volume, specs, sizes, num_cores, options, target
             return inner(*split(tuple(args), spec_tree))
 
         planned_step.__name__ = planned_step.__qualname__ = name
-        signature = CallSignature(tf.nest.map_structure(zeros, shapes), None)
+        signature = CallSignature(shapes, None)
         piece = vol.shape.num_elements() * vol.dtype.size // num_cores
         return compile_candidate(emulator, planned_step, signature, bf16=options.bf16,
                                  gather_threshold=max(piece // 8, 1), target=target,

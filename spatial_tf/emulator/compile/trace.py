@@ -52,7 +52,12 @@ class CallSignature:
     """``(args, kwargs)`` split into tensor leaves and everything else.
 
     ``key`` is hashable and equal for calls that trace to the same program: the same
-    nesting, the same non-tensor values and tensors of the same shapes and dtypes.
+    nesting, the same non-tensor values and tensors of the same shapes and dtypes. A
+    ``tf.TensorSpec`` stands for a tensor of its shape and dtype (for ``lower``,
+    ``compile`` and ``report``, which need no values); ``without_values`` lists where.
+
+    >>> CallSignature((tf.TensorSpec([2, 3]),), None).without_values
+    ['args[0]']
     """
 
     def __init__(self, args, kwargs):
@@ -81,6 +86,20 @@ class CallSignature:
         self.template = tf.nest.pack_sequence_as(tree, template)
         self.specs = tuple(_spec(t) for t in self.tensors)
         self.key = (_structure_key(self.template), self.specs)
+        self.without_values = [path for path, t in zip(self.paths, self.tensors, strict=True)
+                               if isinstance(t, tf.TensorSpec)]
+
+    def require_values(self, name, what):
+        """Raise ``TypeError`` if a tensor argument is a ``tf.TensorSpec``: ``what``
+        (e.g. "run") computes with the values."""
+        if self.without_values:
+            path = self.without_values[0]
+            spec = self.specs[self.paths.index(path)]
+            raise TypeError(
+                f"{name}: {path} is {spec}, which has no values; {what} computes with "
+                f"them. Fix: pass a tensor of that shape and dtype (a TensorSpec is for "
+                f"lower, compile and report, which only compile the step)."
+            )
 
     def bind(self, tensors):
         """``(args, kwargs)`` with the tensor slots filled from ``tensors`` in order."""
@@ -107,7 +126,7 @@ def _is_tensor_argument(path, leaf):
             f"{path} is a {type(leaf).__name__}; XLA programs take dense tensors. "
             f"Fix: densify it (tf.sparse.to_dense / .to_tensor()) before the step."
         )
-    return tf.is_tensor(leaf) or isinstance(leaf, np.ndarray)
+    return tf.is_tensor(leaf) or isinstance(leaf, (np.ndarray, tf.TensorSpec))
 
 
 def leaf_paths(tree, root):
@@ -120,6 +139,8 @@ def _paths(tree):
 
 
 def _spec(t):
+    if isinstance(t, tf.TensorSpec):
+        return tf.TensorSpec(t.shape, t.dtype)  # without its name, as for a tensor
     if isinstance(t, np.ndarray):
         return tf.TensorSpec(t.shape, tf.as_dtype(t.dtype))
     return tf.TensorSpec(t.shape, t.dtype)

@@ -33,7 +33,7 @@ from spatial_tf import context, logs
 from spatial_tf.emulator.xla import replicas
 from spatial_tf.emulator.xla.errors import CompileError
 from spatial_tf.emulator.diagnose.report import display_name
-from spatial_tf.emulator.compile.trace import CallSignature
+from spatial_tf.emulator.compile.trace import CallSignature, function_name
 from spatial_tf.error import Error
 from spatial_tf.table import format_table
 
@@ -239,6 +239,7 @@ def _compare(emulator, fn, args, kwargs, reference, tolerances):
     calls = replicas.per_replica_calls(args, kwargs, num_replicas,
                                        emulator.experimental_local_results)
     signatures = [CallSignature(a, k) for a, k in calls]
+    signatures[0].require_values(function_name(fn), "compare")
     step = emulator.compile(fn, signature=signatures[0])
     traced = step.traced
     values = [[_numpy(t) for t in s.tensors] for s in signatures]

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from spatial_tf import context
-from spatial_tf.emulator.compile.trace import CallSignature, outline as trace_outline
+from spatial_tf.emulator.compile.trace import CallSignature, function_name, outline as trace_outline
 from spatial_tf.emulator.distribute import hosts, pieces
 from spatial_tf.emulator.distribute.copies import StepCopies
 from spatial_tf.emulator.distribute.replica import EmulatedReplicaContext, in_program, tracing
@@ -30,7 +30,8 @@ def run(emulator, fn, args, kwargs):
     """Run ``fn`` emulated on ``emulator``; see the module docstring."""
     _check_not_in_xla_function(fn)
     num_replicas = emulator.num_replicas_in_sync
-    CallSignature(args, kwargs)  # checks the arguments before they are split per replica
+    # checks the arguments before they are split per replica
+    CallSignature(args, kwargs).require_values(function_name(fn), "run")
     calls = replicas.per_replica_calls(
         args, kwargs, num_replicas, emulator.experimental_local_results
     )

@@ -29,6 +29,20 @@ def test_signature_keys():
     assert CallSignature((unhashable,), None).key == CallSignature((unhashable,), None).key
 
 
+def test_a_tensor_spec_stands_for_a_tensor_of_its_shape_and_dtype():
+    spec = CallSignature(({"x": tf.TensorSpec([2, 3], tf.float16, name="x")}, 1), None)
+    tensor = CallSignature(({"x": tf.ones([2, 3], tf.float16)}, 1), None)
+    assert spec.key == tensor.key and spec.paths == ["args[0]['x']"]
+    assert spec.without_values == ["args[0]['x']"] and tensor.without_values == []
+    tensor.require_values("step", "run")  # values: nothing raised
+    with pytest.raises(TypeError) as e:
+        spec.require_values("step", "run")
+    assert str(e.value) == (
+        "step: args[0]['x'] is TensorSpec(shape=(2, 3), dtype=tf.float16, name=None), which "
+        "has no values; run computes with them. Fix: pass a tensor of that shape and dtype "
+        "(a TensorSpec is for lower, compile and report, which only compile the step).")
+
+
 def test_traced_program_layout():
     v = tf.Variable(tf.ones([3]))
     untouched = tf.Variable(2.0)

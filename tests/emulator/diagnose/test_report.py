@@ -52,6 +52,21 @@ def test_spatial_split_report(emulators, weights):
     assert as_dict["partitioned"]["temp"] == report.partitioned["temp"]
 
 
+def test_a_tensor_spec_reports_as_a_tensor_and_cannot_run(emulators, weights):
+    step = _two_convs(*weights, [1, 2, 4, 1])
+    emulator = emulators(8)
+    by_spec = emulator.report(step, (tf.TensorSpec([2, 64, 64, 4]),))
+    by_tensor = emulator.report(step, (tf.ones([2, 64, 64, 4]),))
+    assert by_spec.partitioned == by_tensor.partitioned
+    assert by_spec.unpartitioned == by_tensor.unpartitioned
+    before = [w.numpy() for w in weights]
+    for call, what in ((emulator.run, "run"), (emulator.compare, "compare")):
+        with pytest.raises(TypeError, match=r"step: args\[0\] is TensorSpec\(shape=\(2, 64, "
+                                            rf"64, 4\).*which has no values; {what} "):
+            call(step, (tf.TensorSpec([2, 64, 64, 4]),))
+    assert all(np.array_equal(w.numpy(), b) for w, b in zip(weights, before))
+
+
 def test_gathered_activation_is_named(emulators, weights):
     w1, _ = weights
     dense = tf.Variable(tf.ones([64 * 64 * 16, 1]) * 1e-3)

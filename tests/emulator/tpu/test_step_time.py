@@ -218,7 +218,7 @@ def test_a_compiled_split_step_is_predicted_faster_and_above_the_roofline(cache_
 def test_a_step_that_does_not_fit_has_no_step_time(cache_folder):
     kernel = tf.Variable(tf.ones([3, 3, 1, 8]))
     report = Emulator(2, target="v3").report(_conv_step(2, kernel),
-                                             (tf.ones([2, 16384, 16384, 1]),))
+                                             (tf.TensorSpec([2, 16384, 16384, 1]),))
     assert report.tpu["step_time"] == {"partitioned": None, "unpartitioned": None}
     assert "did not fit the step in one core's HBM" in report.tpu["step_time_missing"]
     assert "TPU v3 step time: none (partitioned: step: no step time" in str(report)

@@ -244,7 +244,7 @@ def test_a_v4_program_is_compiled_for_megacore_devices_as_tensorflow_sees_them(k
 @needs_libtpu
 def test_out_of_memory_is_the_compilers_verdict_with_its_figures(kernel):
     emulator = Emulator(2, target="v3")
-    report = emulator.report(_conv_step(2, kernel), (tf.ones([2, 16384, 16384, 1]),))
+    report = emulator.report(_conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),))
     tpu = report.tpu
     assert tpu["fits"] == {"partitioned": False, "unpartitioned": False}
     assert tpu["partitioned"] is None and tpu["unpartitioned"] is None
@@ -255,11 +255,11 @@ def test_out_of_memory_is_the_compilers_verdict_with_its_figures(kernel):
     assert "step on 2 cores (2 virtual CPU devices)" in text
     assert "first columns XLA:CPU, TPU v3 columns XLA:TPU v3 (libtpu" in text
     assert "read from the compile cache" not in text
-    again = str(emulator.report(_conv_step(2, kernel), (tf.ones([2, 16384, 16384, 1]),)))
+    again = str(emulator.report(_conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),)))
     assert "compile-only), both read from the compile cache" in again
     # the CPU figures are the emulator's own, as without a target
     assert report.partitioned == Emulator(2).report(
-        _conv_step(2, kernel), (tf.ones([2, 16384, 16384, 1]),)).partitioned
+        _conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),)).partitioned
 
 
 @needs_libtpu
