@@ -6,9 +6,8 @@ from spatial_tf import planning
 from spatial_tf.emulator.tpu import tpu_compile
 from spatial_tf.emulator.xla import compile_cache
 
-needs_libtpu = pytest.mark.skipif(
-    tpu_compile.libtpu_version() is None,
-    reason="needs libtpu (XLA's TPU compiler): pip install 'spatial-tf[tpu-compile]'")
+from tpu_steps import needs_libtpu
+
 
 SHAPE = (4, 256, 256, 8)
 

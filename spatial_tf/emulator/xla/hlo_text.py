@@ -217,13 +217,10 @@ def collectives(hlo_text):
     """
     lines = hlo_text.splitlines()
     wrapped = _async_called(lines) if "async-start(" in hlo_text else {}
-    found, current, named = [], None, {}
+    found, current, named = [], None, op_names(lines)
     for line in lines:
         current = _header(line) or current
         m = INSTRUCTION.match(line)
-        own = _OP_NAME.search(line) if m else None
-        if m and own:
-            named[m.group("name")] = own.group(1)
         if not m or current in wrapped:  # a wrapped collective counts at its async-start
             continue
         op = m.group("op")
@@ -240,7 +237,7 @@ def collectives(hlo_text):
         else:
             continue
         found.append(Collective(kind, m.group("name"), shape, shape_bytes(shape),
-                                own.group(1) if own else _operand_name(line, m, named),
+                                named.get(m.group("name")) or _operand_name(line, m, named),
                                 _dimensions(line, kind)))
     return found
 

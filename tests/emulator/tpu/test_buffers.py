@@ -11,12 +11,11 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.emulator import Emulator
-from spatial_tf.emulator.tpu import buffers, tpu_compile
+from spatial_tf.emulator.tpu import buffers
 from spatial_tf.emulator.xla import compile_cache
 
-needs_libtpu = pytest.mark.skipif(
-    tpu_compile.libtpu_version() is None,
-    reason="needs libtpu (XLA's TPU compiler): pip install 'spatial-tf[tpu-compile]'")
+from tpu_steps import needs_libtpu
+
 
 ASSIGNMENT = """\
 allocation 0: size 8192, parameter 0, shape |f32[2048]| at ShapeIndex {}:

@@ -11,17 +11,14 @@ import tensorflow as tf
 
 import spatial_tf
 from spatial_tf.emulator import Emulator
-from spatial_tf.emulator.tpu import tpu_compile
 from spatial_tf.emulator.xla import compile_cache
 from spatial_tf.emulator.tpu.step_time import NoStepTime, step_time
+
+from tpu_steps import conv_step, needs_libtpu
 
 # v3: 123 TFLOP/s per chip = 2 TensorCores x 2 MXUs x 128 x 128 x 2 flops x clock
 V3_CLOCK = 123e12 / (2 * 2 * 128 * 128 * 2)
 V3_LINK = 1e11  # bytes/s one way per ICI link (the scaling book's TPU table)
-
-needs_libtpu = pytest.mark.skipif(
-    tpu_compile.libtpu_version() is None,
-    reason="needs libtpu (XLA's TPU compiler): pip install 'spatial-tf[tpu-compile]'")
 
 
 def _program(*entry, others=""):
@@ -184,21 +181,10 @@ def cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv(compile_cache.ENV, str(tmp_path / "cache"))
 
 
-def _conv_step(cores, kernel):
-    def step(x):
-        x = spatial_tf.split(x, [1, cores, 1, 1])
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(tf.nn.conv2d(x, kernel, 1, "SAME") ** 2)
-        kernel.assign_sub(0.01 * tape.gradient(loss, kernel))
-        return loss
-
-    return step
-
-
 @needs_libtpu
 def test_a_compiled_split_step_is_predicted_faster_and_above_the_roofline(cache_folder):
     kernel = tf.Variable(tf.ones([3, 3, 8, 8]))
-    on_tpu = Emulator(4).compile(_conv_step(4, kernel), (tf.ones([4, 512, 512, 8]),),
+    on_tpu = Emulator(4).compile(conv_step(4, kernel), (tf.ones([4, 512, 512, 8]),),
                                  target="v5e")
     split, whole = on_tpu.step_time(), on_tpu.step_time(partitioned=False)
     assert split.generation == "v5e" and split.num_cores == 4 and whole.num_cores == 1
@@ -207,7 +193,7 @@ def test_a_compiled_split_step_is_predicted_faster_and_above_the_roofline(cache_
     # no program runs faster than its flops at v5e's peak (197 TFLOP/s, one core a chip)
     flops = on_tpu.unpartitioned.cost["flops"]
     assert whole.seconds >= flops / 197e12
-    report = Emulator(4, target="v5e").report(_conv_step(4, kernel), (tf.ones([4, 512, 512, 8]),))
+    report = Emulator(4, target="v5e").report(conv_step(4, kernel), (tf.ones([4, 512, 512, 8]),))
     times = report.tpu["step_time"]
     assert times["partitioned"].seconds == pytest.approx(split.seconds)
     assert times["unpartitioned"].seconds == pytest.approx(whole.seconds)
@@ -217,7 +203,7 @@ def test_a_compiled_split_step_is_predicted_faster_and_above_the_roofline(cache_
 @needs_libtpu
 def test_a_step_that_does_not_fit_has_no_step_time(cache_folder):
     kernel = tf.Variable(tf.ones([3, 3, 1, 8]))
-    report = Emulator(2, target="v3").report(_conv_step(2, kernel),
+    report = Emulator(2, target="v3").report(conv_step(2, kernel),
                                              (tf.TensorSpec([2, 16384, 16384, 1]),))
     assert report.tpu["step_time"] == {"partitioned": None, "unpartitioned": None}
     assert "did not fit the step in one core's HBM" in report.tpu["step_time_missing"]
@@ -252,7 +238,7 @@ def test_the_planner_times_one_core_as_the_report_times_the_unpartitioned_step(c
 @needs_libtpu
 def test_a_fit_only_compile_has_the_memory_and_no_step_time(cache_folder):
     kernel = tf.Variable(tf.ones([3, 3, 8, 8]))
-    lowered = Emulator(4).lower(_conv_step(4, kernel), (tf.ones([4, 512, 512, 8]),))
+    lowered = Emulator(4).lower(conv_step(4, kernel), (tf.ones([4, 512, 512, 8]),))
     full, fit = lowered.compile("v5e"), lowered.compile("v5e", fit_only=True)
     assert fit is not full and fit is lowered.compile("v5e", fit_only=True)
     assert fit.fits and fit.program.fit_only and not full.program.fit_only

@@ -20,9 +20,7 @@ from spatial_tf.emulator.xla import compile_cache
 from spatial_tf.emulator.tpu.tpu_compile import (TpuCompilerUnavailable, TpuCompileTimeout,
                                                  compile_for_tpu, tpu_target)
 
-needs_libtpu = pytest.mark.skipif(
-    tpu_compile.libtpu_version() is None,
-    reason="needs libtpu (XLA's TPU compiler): pip install 'spatial-tf[tpu-compile]'")
+from tpu_steps import conv_step, needs_libtpu
 
 
 @pytest.fixture(autouse=True)
@@ -31,17 +29,6 @@ def cache_folder(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     monkeypatch.setenv(compile_cache.ENV, str(folder))
     return folder
-
-
-def _conv_step(cores, kernel):
-    def step(x):
-        x = spatial_tf.split(x, [1, cores, 1, 1])
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(tf.nn.conv2d(x, kernel, 1, "SAME") ** 2)
-        kernel.assign_sub(0.01 * tape.gradient(loss, kernel))
-        return loss
-
-    return step
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +88,7 @@ def _traced(emulator, step, x):
 
 
 def test_copies_are_removed_and_their_users_read_the_copied_value(emulators, kernel):
-    traced = _traced(emulators(2), _conv_step(2, kernel), tf.ones([1, 16, 16, 1]))
+    traced = _traced(emulators(2), conv_step(2, kernel), tf.ones([1, 16, 16, 1]))
     before = hlo_pb2.HloModuleProto.FromString(traced.hlo)
     copies = {i.id: i.operand_ids[0] for c in before.computations for i in c.instructions
               if i.opcode == "copy"}
@@ -210,7 +197,7 @@ def test_more_cores_than_the_slice_holds_are_refused(monkeypatch):
 @needs_libtpu
 def test_a_split_step_compiles_for_tpu_with_less_memory_per_core(kernel, cache_folder):
     emulator = Emulator(4)
-    step = _conv_step(4, kernel)
+    step = conv_step(4, kernel)
     lowered = emulator.lower(step, (tf.ones([2, 256, 256, 1]),))
     on_tpu = lowered.compile("v5e")
     assert on_tpu is emulator.compile(step, (tf.ones([2, 256, 256, 1]),), target="v5e")
@@ -233,7 +220,7 @@ def test_a_split_step_compiles_for_tpu_with_less_memory_per_core(kernel, cache_f
 def test_a_v4_program_is_compiled_for_megacore_devices_as_tensorflow_sees_them(kernel):
     # a v4-8 is 4 chips: 4 TensorFlow devices of 32 GiB each, not 8 TensorCores of 16
     on_tpu = Emulator(4, target="v4-8").compile(
-        _conv_step(4, kernel), (np.broadcast_to(np.float32(0), [2, 32768, 32768, 1]),),
+        conv_step(4, kernel), (np.broadcast_to(np.float32(0), [2, 32768, 32768, 1]),),
         target="v4-8")  # a zero-stride view: nothing of that size is allocated
     assert on_tpu.program.topology_devices == 4
     assert on_tpu.program.device_kind == "TPU v4"
@@ -244,7 +231,7 @@ def test_a_v4_program_is_compiled_for_megacore_devices_as_tensorflow_sees_them(k
 @needs_libtpu
 def test_out_of_memory_is_the_compilers_verdict_with_its_figures(kernel):
     emulator = Emulator(2, target="v3")
-    report = emulator.report(_conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),))
+    report = emulator.report(conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),))
     tpu = report.tpu
     assert tpu["fits"] == {"partitioned": False, "unpartitioned": False}
     assert tpu["partitioned"] is None and tpu["unpartitioned"] is None
@@ -255,16 +242,16 @@ def test_out_of_memory_is_the_compilers_verdict_with_its_figures(kernel):
     assert "step on 2 cores (2 virtual CPU devices)" in text
     assert "first columns XLA:CPU, TPU v3 columns XLA:TPU v3 (libtpu" in text
     assert "read from the compile cache" not in text
-    again = str(emulator.report(_conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),)))
+    again = str(emulator.report(conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),)))
     assert "compile-only), both read from the compile cache" in again
     # the CPU figures are the emulator's own, as without a target
     assert report.partitioned == Emulator(2).report(
-        _conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),)).partitioned
+        conv_step(2, kernel), (tf.TensorSpec([2, 16384, 16384, 1]),)).partitioned
 
 
 @needs_libtpu
 def test_a_second_compile_reads_the_cache_and_starts_no_compiler(kernel, monkeypatch):
-    step = _conv_step(2, kernel)
+    step = conv_step(2, kernel)
     first = Emulator(2).compile(step, (tf.ones([1, 64, 64, 1]),), target="v6e")
     assert not first.program.cached
     monkeypatch.setattr(tpu_compile, "_run_worker", _no_worker)
@@ -324,7 +311,7 @@ def test_the_same_program_with_other_op_names_shares_the_answer_with_its_own_nam
 
 @needs_libtpu
 def test_a_compile_past_its_time_limit_stops_and_caches_nothing(kernel, cache_folder):
-    lowered = Emulator(2).lower(_conv_step(2, kernel), (tf.ones([1, 128, 128, 1]),))
+    lowered = Emulator(2).lower(conv_step(2, kernel), (tf.ones([1, 128, 128, 1]),))
     with pytest.raises(TpuCompileTimeout, match=r"not done after 0.01 s, stopped; nothing "
                                                 r"was cached"):
         lowered.compile("v4", timeout=0.01)
