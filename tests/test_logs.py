@@ -173,8 +173,13 @@ def start_up_lines(stderr):
     return sorted(re.findall(r"^[IW]\d{4} [\d:. ]+ +\d+ ([\w./-]+):\d+\] ", stderr, re.M))
 
 
-def test_tensorflow_imported_after_spatial_tf_starts_quietly():
-    baseline = start_up_lines(run_python(TF_ALONE).stderr)
+@pytest.fixture(scope="module")
+def baseline():
+    """TensorFlow's start-up lines when it is imported alone (one process for the module)."""
+    return start_up_lines(run_python(TF_ALONE).stderr)
+
+
+def test_tensorflow_imported_after_spatial_tf_starts_quietly(baseline):
     if not baseline:
         pytest.skip("this TensorFlow build prints no start-up lines")
     assert run_python(USER_SCRIPT).stderr == ""
@@ -182,8 +187,7 @@ def test_tensorflow_imported_after_spatial_tf_starts_quietly():
 
 @pytest.mark.parametrize("env", [{logs.VERBOSE_ENV: "1"}, {"TF_CPP_MIN_LOG_LEVEL": "0"}],
                          ids=["SPATIAL_TF_VERBOSE=1", "TF_CPP_MIN_LOG_LEVEL=0"])
-def test_the_users_switch_brings_the_start_up_lines_back(env):
-    baseline = start_up_lines(run_python(TF_ALONE).stderr)
+def test_the_users_switch_brings_the_start_up_lines_back(baseline, env):
     assert start_up_lines(run_python(USER_SCRIPT, **env).stderr) == baseline
 
 
