@@ -4,7 +4,8 @@ The experiment ``retinanet_resnetfpn_coco`` (tf-models-official 2.20: ResNet-50,
 P3-P7, 9 anchors, tf_keras), 8 classes, batch 2, built by its own task. Two measurements,
 both XLA:CPU figures from the emulator, not TPU measurements:
 
-- By image size (the default): the model made partition-friendly with
+- By image size (the default; ``--target v5e`` adds the same from XLA's TPU compiler,
+  libtpu compile-only): the model made partition-friendly with
   ``spatial_tf.layers.partition_friendly``; the train step is the model with a squared
   loss over every head output, gradients kept whole like the weights, and SGD. Per image
   size and spec: XLA:CPU's temp bytes per core of the partitioned step (4 cores) and of
@@ -24,6 +25,7 @@ both XLA:CPU figures from the emulator, not TPU measurements:
   come from. tests/integration/test_model_garden_retinanet.py runs the same job.
 
     python benchmarks/model_garden_retinanet.py [--sizes 128,256,512] [--specs 1,2,2,1]
+        [--target v5e]
     python benchmarks/model_garden_retinanet.py --trainer [--size 256] [--steps 2]
 
 It needs Model Garden: run it in the environment of ``tests/integration``
@@ -53,8 +55,10 @@ TRAINER_DIMS = [1, 2, 2, 1]
 LOSS_OPS = re.compile(r"(gradient_tape/)?(Reshape|concat)(_\d+)?")
 
 
-def temps(size, spec):
-    """``(temp per core on CORES cores, temp on one core)`` of the step at ``size``."""
+def temps(size, spec, target=None):
+    """``(temp per core on CORES cores, temp on one core)`` of the step at ``size`` from
+    XLA:CPU, followed by the same two from XLA's TPU compiler for ``target`` if given
+    (None where the compiler found the step does not fit)."""
     import tensorflow as tf
     import tf_keras
     from official.core import exp_factory, task_factory
@@ -84,8 +88,13 @@ def temps(size, spec):
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    compiled = emulator.compile(step, (tf.zeros([BATCH, size, size, 3]),))
-    return compiled.memory()["temp"], compiled.memory(partitioned=False)["temp"]
+    args = (tf.TensorSpec([BATCH, size, size, 3]),)
+    compiled = emulator.compile(step, args)
+    figures = [compiled.memory()["temp"], compiled.memory(partitioned=False)["temp"]]
+    if target:
+        on_tpu = emulator.compile(step, args, target=target)
+        figures += [(on_tpu.memory(partitioned=p) or {}).get("temp") for p in (True, False)]
+    return figures
 
 
 # ------------------------------------------------------------ Model Garden's trainer
@@ -407,22 +416,73 @@ def trainer_table(size, steps):
     print("\n".join(notes))
 
 
+def _ratio_columns(split, whole, floor_split, floor_whole):
+    """temp on one core, per core, their ratio and the activations' ratio (the floor
+    subtracted), as table cells; "-" where the TPU compiler found no fit."""
+    from spatial_tf.table import format_bytes
+
+    if split is None or whole is None:
+        return [format_bytes(whole) if whole else "-", format_bytes(split) if split else "-",
+                "-", "-"]
+    activations = ("-" if floor_split is None or floor_whole is None
+                   else f"{(split - floor_split) / (whole - floor_whole):.2f}")
+    return [format_bytes(whole), format_bytes(split), f"{split / whole:.2f}", activations]
+
+
+def size_table(args):
+    """The by-size table: XLA:CPU's figures, and the TPU compiler's for ``--target``."""
+    from spatial_tf.table import format_table
+
+    def measure(size, spec):
+        # a process per compile: the programs of one do not pile up in the next's memory
+        one = f"{size};{spec}" + (f";{args.target}" if args.target else "")
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", one],
+                              stdout=subprocess.PIPE, text=True)
+        if done.returncode:
+            raise SystemExit(f"size {size}, spec {spec}: the compile failed ({done.returncode})")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    rows = []
+    for spec in args.specs.split(";"):
+        floor = measure(FLOOR_SIZE, spec)
+        for size in [int(s) for s in args.sizes.split(",")]:
+            figures = measure(size, spec)
+            rows.append([f"{size}x{size}", f"[{spec}]"] + [
+                cell for i in range(0, len(figures), 2)
+                for cell in _ratio_columns(*figures[i:i + 2], *floor[i:i + 2])])
+            print(f"  {size}, [{spec}]: done", file=sys.stderr, flush=True)
+        rows.append([f"{FLOOR_SIZE}x{FLOOR_SIZE} (floor)", f"[{spec}]"] + [
+            cell for i in range(0, len(floor), 2)
+            for cell in _ratio_columns(*floor[i:i + 2], None, None)[:3] + ["-"]])
+    headers = ["temp, 1 core", f"temp/core, {CORES} cores", "ratio", "activations ratio"]
+    if args.target:
+        headers += [f"{h}, {args.target}" for h in headers]
+    print(format_table(
+        ["image", "spec"] + headers, rows, right=headers,
+        title=f"Model Garden RetinaNet (ResNet-50 FPN) train step, batch {BATCH}, {CORES} "
+              f"emulated cores, after partition_friendly; XLA:CPU figures"
+              + (f", then XLA's TPU compiler for {args.target} (libtpu, compile-only)"
+                 if args.target else "")))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="128,256,512", help="image edges (default 128,256,512)")
     p.add_argument("--specs", default="1,2,2,1", help="specs, ';'-separated (default 1,2,2,1)")
+    p.add_argument("--target", help="also compile with XLA's TPU compiler for this TPU "
+                                    "generation, e.g. v5e (needs libtpu)")
     p.add_argument("--trainer", action="store_true",
                    help="measure the step Model Garden's trainer runs (as built, after "
                         "partition_friendly, and with the gradients kept whole) instead")
     p.add_argument("--size", type=int, default=256, help="--trainer's image edge (256)")
     p.add_argument("--steps", type=int, default=2, help="--trainer's train steps (2)")
-    p.add_argument("--one", help=argparse.SUPPRESS)  # SIZE;SPEC: one compile, as JSON
+    p.add_argument("--one", help=argparse.SUPPRESS)  # SIZE;SPEC[;TARGET]: one compile, as JSON
     p.add_argument("--trainer-one", help=argparse.SUPPRESS)  # SIZE;STEPS;FORM
     args = p.parse_args(argv)
     if args.one:
-        size, spec = args.one.split(";")
-        print(json.dumps(temps(int(size), [int(c) for c in spec.split(",")])))
+        size, spec, *target = args.one.split(";")
+        print(json.dumps(temps(int(size), [int(c) for c in spec.split(",")], *target)))
         return 0
     if args.trainer_one:
         size, steps, form = args.trainer_one.split(";")
@@ -431,33 +491,7 @@ def main(argv=None):
     if args.trainer:
         trainer_table(args.size, args.steps)
         return 0
-    from spatial_tf.table import format_bytes, format_table
-
-    def measure(size, spec):
-        # a process per compile: the programs of one do not pile up in the next's memory
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one",
-                               f"{size};{spec}"], stdout=subprocess.PIPE, text=True)
-        if done.returncode:
-            raise SystemExit(f"size {size}, spec {spec}: the compile failed ({done.returncode})")
-        return json.loads(done.stdout.strip().splitlines()[-1])
-
-    rows = []
-    for spec in args.specs.split(";"):
-        floor_split, floor_whole = measure(FLOOR_SIZE, spec)
-        for size in [int(s) for s in args.sizes.split(",")]:
-            split, whole = measure(size, spec)
-            rows.append([f"{size}x{size}", f"[{spec}]", format_bytes(whole), format_bytes(split),
-                         f"{split / whole:.2f}",
-                         f"{(split - floor_split) / (whole - floor_whole):.2f}"])
-            print(f"  {size}, [{spec}]: done", file=sys.stderr, flush=True)
-        rows.append([f"{FLOOR_SIZE}x{FLOOR_SIZE} (floor)", f"[{spec}]", format_bytes(floor_whole),
-                     format_bytes(floor_split), f"{floor_split / floor_whole:.2f}", "-"])
-    print(format_table(
-        ["image", "spec", "temp, 1 core", f"temp/core, {CORES} cores", "ratio",
-         "activations ratio"], rows,
-        right=("temp, 1 core", f"temp/core, {CORES} cores", "ratio", "activations ratio"),
-        title=f"Model Garden RetinaNet (ResNet-50 FPN) train step, batch {BATCH}, {CORES} "
-              f"emulated cores, after partition_friendly"))
+    size_table(args)
     return 0
 
 
