@@ -2,7 +2,7 @@
 
 Tests marked ``extended`` (setup.cfg) are more cases of what the suite already checks,
 each slow: U-Net train steps on more specs (``tests/emulator/test_nets.py``), the
-emulator's hosts against two-process ``MultiWorkerMirroredStrategy`` clusters
+emulator's hosts against four-process ``MultiWorkerMirroredStrategy`` clusters
 (``tests/emulator/test_multi_worker_oracle.py``) and ``predict --tile auto`` asking the TPU
 compiler (``tests/commands/test_any_size.py``). The suite deselects them to keep its time
 down on 2 cores (docs/development.md); this runs them with pytest (its workers, ``-n auto``) and prints
