@@ -203,6 +203,7 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
               *, signature: Optional[CallSignature] = None) -> Lowered:
         """Trace ``fn`` for these (one replica's) arguments into an XLA program; see
         ``spatial_tf.emulator.compile.compiled``. ``.compile()`` on the result compiles it.
+        A tensor argument may be a ``tf.TensorSpec`` (``run`` needs values).
 
         Lowered steps are cached per function and argument signature (the cache holds
         no reference to the function; the last 64 are kept), and so are their compiles;
@@ -338,7 +339,8 @@ class Emulator(tf.distribute.Strategy, context.EmulatedLayout):
                target: Optional[str] = None) -> "Report":
         """Per-core memory and communication of the partitioned step; see ``Report``.
 
-        ``args`` are one replica's arguments. Gathered tensors of at least
+        ``args`` are one replica's arguments; any tensor among them may be a
+        ``tf.TensorSpec`` (nothing of its size is allocated). Gathered tensors of at least
         ``gather_threshold_bytes`` per core get a warning (default: an eighth of the
         smallest per-core piece of a split argument). ``target`` (default: the
         emulator's) adds that TPU's per-core memory and HBM verdict from XLA's TPU
