@@ -416,17 +416,25 @@ def trainer_table(size, steps):
     print("\n".join(notes))
 
 
-def _ratio_columns(split, whole, floor_split, floor_whole):
-    """temp on one core, per core, their ratio and the activations' ratio (the floor
-    subtracted), as table cells; "-" where the TPU compiler found no fit."""
+def _ratio_cells(figures, floor=None):
+    """Table cells of ``figures`` (``temps``' list: per core and one core, for XLA:CPU and
+    then the TPU compiler): one core, per core, their ratio and the activations' ratio
+    (``floor``'s figures subtracted; "-" without a floor or where the TPU compiler found
+    no fit)."""
     from spatial_tf.table import format_bytes
 
-    if split is None or whole is None:
-        return [format_bytes(whole) if whole else "-", format_bytes(split) if split else "-",
-                "-", "-"]
-    activations = ("-" if floor_split is None or floor_whole is None
-                   else f"{(split - floor_split) / (whole - floor_whole):.2f}")
-    return [format_bytes(whole), format_bytes(split), f"{split / whole:.2f}", activations]
+    cells = []
+    for i in range(0, len(figures), 2):
+        split, whole = figures[i:i + 2]
+        floor_split, floor_whole = floor[i:i + 2] if floor else (None, None)
+        if split is None or whole is None:
+            cells += [format_bytes(whole) if whole else "-",
+                      format_bytes(split) if split else "-", "-", "-"]
+            continue
+        activations = ("-" if floor_split is None or floor_whole is None
+                       else f"{(split - floor_split) / (whole - floor_whole):.2f}")
+        cells += [format_bytes(whole), format_bytes(split), f"{split / whole:.2f}", activations]
+    return cells
 
 
 def size_table(args):
@@ -447,13 +455,9 @@ def size_table(args):
         floor = measure(FLOOR_SIZE, spec)
         for size in [int(s) for s in args.sizes.split(",")]:
             figures = measure(size, spec)
-            rows.append([f"{size}x{size}", f"[{spec}]"] + [
-                cell for i in range(0, len(figures), 2)
-                for cell in _ratio_columns(*figures[i:i + 2], *floor[i:i + 2])])
+            rows.append([f"{size}x{size}", f"[{spec}]"] + _ratio_cells(figures, floor))
             print(f"  {size}, [{spec}]: done", file=sys.stderr, flush=True)
-        rows.append([f"{FLOOR_SIZE}x{FLOOR_SIZE} (floor)", f"[{spec}]"] + [
-            cell for i in range(0, len(floor), 2)
-            for cell in _ratio_columns(*floor[i:i + 2], None, None)[:3] + ["-"]])
+        rows.append([f"{FLOOR_SIZE}x{FLOOR_SIZE} (floor)", f"[{spec}]"] + _ratio_cells(floor))
     headers = ["temp, 1 core", f"temp/core, {CORES} cores", "ratio", "activations ratio"]
     if args.target:
         headers += [f"{h}, {args.target}" for h in headers]
