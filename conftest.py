@@ -18,15 +18,45 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import time
 
 import pytest
 
 # The suite's compiles are cached in a folder of its own, made anew for each run (shared
 # by its xdist workers, which inherit the variable), so no test reads a result another
 # run left; users' own suites use the default folder (spatial_tf.emulator.xla.compile_cache).
+# A run removes its folder when it ends; one killed before that (SIGTERM, SIGKILL) leaves it,
+# so each run first removes the folders of runs whose process is gone.
 _CACHE_ENV = "SPATIAL_TF_COMPILE_CACHE"
+_CACHE_PREFIX = "spatial_tf_test_compiles_"
+
+
+def _process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _remove_abandoned_caches(parent):
+    """Remove ``<parent>/spatial_tf_test_compiles_<pid>_*`` folders whose run has ended."""
+    for folder in pathlib.Path(parent).glob(_CACHE_PREFIX + "*"):
+        pid = folder.name[len(_CACHE_PREFIX):].split("_")[0]
+        if pid.isdigit():
+            abandoned = not _process_alive(int(pid))
+        else:  # named before runs put their process id in the name: a day old
+            abandoned = time.time() - folder.stat().st_mtime > 24 * 3600
+        if abandoned:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 if _CACHE_ENV not in os.environ:
-    os.environ[_CACHE_ENV] = _OWN_CACHE = tempfile.mkdtemp(prefix="spatial_tf_test_compiles_")
+    _remove_abandoned_caches(tempfile.gettempdir())
+    os.environ[_CACHE_ENV] = _OWN_CACHE = tempfile.mkdtemp(
+        prefix=f"{_CACHE_PREFIX}{os.getpid()}_")
 else:
     _OWN_CACHE = None
 

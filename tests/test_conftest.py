@@ -101,3 +101,36 @@ def test_notebooks_run_first_then_slow_tests_and_everything_else_keeps_its_order
         "notebooks/x.ipynb::x.ipynb", "notebooks/a.ipynb::a.ipynb", "tests/c.py::slow_one",
         "tests/d.py::slow_two", "tests/a.py::t1", "docs/guide.md::[CodeFence#1]",
         "tests/b.py::t2[case.ipynb]", "README.md::[CodeFence#1]"]
+
+
+def _root_conftest():
+    """The repository's root conftest.py as a module of its own (the suite's folder is
+    already set, so loading it creates and removes nothing)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("root_conftest",
+                                                  os.path.join(REPO, "conftest.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_run_removes_the_compile_folders_of_runs_that_were_killed(tmp_path):
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    dead_pid = int(ended.stdout)
+    names = {"dead": f"spatial_tf_test_compiles_{dead_pid}_ab12",
+             "alive": f"spatial_tf_test_compiles_{os.getpid()}_cd34",
+             "old_unnamed": "spatial_tf_test_compiles_x9k2",
+             "new_unnamed": "spatial_tf_test_compiles_q7w1",
+             "other": "someone_elses_folder"}
+    for name in names.values():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "entry.json").write_text("{}")
+    two_days_ago = os.path.getmtime(tmp_path) - 2 * 24 * 3600
+    os.utime(tmp_path / names["old_unnamed"], (two_days_ago, two_days_ago))
+
+    _root_conftest()._remove_abandoned_caches(tmp_path)
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [names["alive"], names["new_unnamed"], names["other"]])
