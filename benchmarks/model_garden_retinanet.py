@@ -58,7 +58,8 @@ LOSS_OPS = re.compile(r"(gradient_tape/)?(Reshape|concat)(_\d+)?")
 def temps(size, spec, target=None):
     """``(temp per core on CORES cores, temp on one core)`` of the step at ``size`` from
     XLA:CPU, followed by the same two from XLA's TPU compiler for ``target`` if given
-    (None where the compiler found the step does not fit)."""
+    (None where the compiler found the step does not fit) and the two predicted step
+    times in seconds (the TPU compiler's cost model)."""
     import tensorflow as tf
     import tf_keras
     from official.core import exp_factory, task_factory
@@ -94,7 +95,18 @@ def temps(size, spec, target=None):
     if target:
         on_tpu = emulator.compile(step, args, target=target)
         figures += [(on_tpu.memory(partitioned=p) or {}).get("temp") for p in (True, False)]
+        figures += [_seconds(on_tpu, p) for p in (True, False)]
     return figures
+
+
+def _seconds(on_tpu, partitioned):
+    """The TPU cost model's predicted step time in seconds; None where there is none."""
+    from spatial_tf.emulator.tpu import NoStepTime
+
+    try:
+        return on_tpu.step_time(partitioned).seconds
+    except NoStepTime:
+        return None
 
 
 # ------------------------------------------------------------ Model Garden's trainer
@@ -437,6 +449,17 @@ def _ratio_cells(figures, floor=None):
     return cells
 
 
+def _step_time_cells(seconds):
+    """The predicted step times, split / one core, as one cell (none without a target).
+
+    >>> _step_time_cells([0.026, 0.104]), _step_time_cells([None, 0.104]), _step_time_cells([])
+    (['26.0 ms / 0.104 s'], ['- / 0.104 s'], [])
+    """
+    from spatial_tf.emulator.tpu import seconds_text
+
+    return [" / ".join("-" if s is None else seconds_text(s) for s in seconds)] if seconds else []
+
+
 def size_table(args):
     """The by-size table: XLA:CPU's figures, and the TPU compiler's for ``--target``."""
     from spatial_tf.table import format_table
@@ -455,12 +478,15 @@ def size_table(args):
         floor = measure(FLOOR_SIZE, spec)
         for size in [int(s) for s in args.sizes.split(",")]:
             figures = measure(size, spec)
-            rows.append([f"{size}x{size}", f"[{spec}]"] + _ratio_cells(figures, floor))
+            rows.append([f"{size}x{size}", f"[{spec}]"] + _ratio_cells(figures[:4], floor)
+                        + _step_time_cells(figures[4:]))
             print(f"  {size}, [{spec}]: done", file=sys.stderr, flush=True)
-        rows.append([f"{FLOOR_SIZE}x{FLOOR_SIZE} (floor)", f"[{spec}]"] + _ratio_cells(floor))
+        rows.append([f"{FLOOR_SIZE}x{FLOOR_SIZE} (floor)", f"[{spec}]"]
+                    + _ratio_cells(floor[:4]) + _step_time_cells(floor[4:]))
     headers = ["temp, 1 core", f"temp/core, {CORES} cores", "ratio", "activations ratio"]
     if args.target:
-        headers += [f"{h}, {args.target}" for h in headers]
+        headers += [f"{h}, {args.target}" for h in headers] + [
+            f"step time split / one core, {args.target} (cost model)"]
     print(format_table(
         ["image", "spec"] + headers, rows, right=headers,
         title=f"Model Garden RetinaNet (ResNet-50 FPN) train step, batch {BATCH}, {CORES} "

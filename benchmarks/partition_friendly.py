@@ -35,6 +35,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from _tpu_cells import step_time_cell  # noqa: E402
 
 SPECS = {"unet3d": ([1, 8, 1, 1, 1], [1, 2, 2, 2, 1]), "resnet2d": ([1, 4, 1, 1], [1, 2, 2, 1])}
 CORES = {"unet3d": 8, "resnet2d": 4}
@@ -182,7 +183,8 @@ def main(argv=None):
             if args.warnings:
                 print("".join(f"    - {w}\n" for w in report.warnings), end="", flush=True)
     print()
-    tpu = [] if args.target is None else [f"TPU temp/core", f"TPU E({cores})"]
+    tpu = [] if args.target is None else [f"TPU temp/core", f"TPU E({cores})",
+                                          "TPU step time split / one core"]
     print(format_table(
         ["model", "spec", "temp unpartitioned", "temp/core", f"E({cores})", "all-gathers",
          "all-to-alls"] + tpu, rows,
@@ -200,7 +202,7 @@ def _tpu_cells(report, cores):
     from spatial_tf.table import format_bytes
 
     one, part = report.tpu["unpartitioned"]["temp"], report.tpu["partitioned"]["temp"]
-    return [format_bytes(part), f"{one / (cores * part):.2f}"]
+    return [format_bytes(part), f"{one / (cores * part):.2f}", step_time_cell(report.tpu)]
 
 
 if __name__ == "__main__":

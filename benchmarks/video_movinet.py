@@ -11,7 +11,8 @@ Printed per spec and model form: temp bytes per core, the ratio to the same step
 core (the unpartitioned program, compiled in the same report), the all-gathers (count /
 bytes per core) and the halo exchange (collective-permutes). These are XLA:CPU figures
 from the emulator, not TPU measurements; ``--target v5e`` adds the temp bytes per core
-that XLA's TPU compiler assigns (libtpu, compile-only).
+that XLA's TPU compiler assigns (libtpu, compile-only) and the step time its cost model
+predicts, split and on one core.
 
     python benchmarks/video_movinet.py                          # 8x192x192, batch 2
     python benchmarks/video_movinet.py --frames 8 --size 64     # quicker
@@ -27,6 +28,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from _tpu_cells import step_time_cell  # noqa: E402
 
 SPECS = "1,1,2,2,1;1,4,1,1,1;1,2,2,1,1"
 
@@ -129,13 +132,14 @@ def main(argv=None):
                 row.append(format_bytes(part) if part is not None else str(tpu.get("verdict")))
                 row.append(format_bytes(one) if one is not None else "-")
                 row.append(f"{part / one:.3f}" if part and one else "-")
+                row.append(step_time_cell(tpu))
             row.append(f"{time.perf_counter() - start:.0f}")
             rows.append(row)
             print(" | ".join(row), flush=True)
     headers = ["model", "spec", "temp per core", "one core", "ratio", "all-gathers",
                "all-to-alls", "collective-permutes"]
-    headers += ([f"temp per core, {args.target} (TPU compiler)", "one core (TPU)", "ratio (TPU)"]
-                if args.target else [])
+    headers += ([f"temp per core, {args.target} (TPU compiler)", "one core (TPU)", "ratio (TPU)",
+                 "step time split / one core (TPU cost model)"] if args.target else [])
     headers += ["s"]
     print()
     print(format_table(headers, rows))

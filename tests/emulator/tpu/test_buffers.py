@@ -134,7 +134,7 @@ def test_a_dumped_compile_reads_back_the_compilers_own_temp(tmp_path, monkeypatc
         kernel.assign_sub(0.01 * tape.gradient(loss, kernel))
         return loss
 
-    x = tf.ones([2, 512, 512, 8])
+    x = tf.TensorSpec([2, 512, 512, 8], tf.float32)  # a spec: no 32 MiB tensor
     on_tpu = Emulator(4).lower(step, (x,)).compile("v5e")
     temp = {"4cores": on_tpu.memory()["temp"],
             "1cores": on_tpu.memory(partitioned=False)["temp"]}  # compiles the one-core
