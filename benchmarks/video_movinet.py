@@ -17,6 +17,8 @@ predicts, split and on one core.
     python benchmarks/video_movinet.py                          # 8x192x192, batch 2
     python benchmarks/video_movinet.py --frames 8 --size 64     # quicker
     python benchmarks/video_movinet.py --specs 1,1,2,2,1 --forms friendly --target v5e
+    python benchmarks/video_movinet.py --frames 32 --specs 1,4,1,1,1 --forms friendly \
+        --target v5e --space-to-depth
 
 It needs Model Garden: run it in the environment of ``tests/integration``
 (``pip install -e ".[model-garden]"``).
@@ -82,6 +84,9 @@ def main(argv=None):
     parser.add_argument("--forms", default="as_built,friendly")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     parser.add_argument("--target", default=None, help="a TPU generation, e.g. v5e")
+    parser.add_argument("--space-to-depth", action="store_true",
+                        help="the friendly form with partition_friendly(space_to_depth=True): "
+                             "the stem at stride 1 on its folded input")
     args = parser.parse_args(argv)
 
     import tensorflow as tf
@@ -109,8 +114,8 @@ def main(argv=None):
     rows = []
     for form in forms:
         if form == "friendly":
-            changed = [c for c in spatial_tf.layers.partition_friendly(model, warn=False)
-                       if c.changed]
+            changed = [c for c in spatial_tf.layers.partition_friendly(
+                model, warn=False, space_to_depth=args.space_to_depth) if c.changed]
             print(f"partition_friendly changed {len(changed)} layers", flush=True)
         for spec in specs:
             start = time.perf_counter()

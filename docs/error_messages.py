@@ -29,7 +29,7 @@ PAGES = {
                           "spatial_tf/layers.py", "spatial_tf/label_inputs.py",
                           "spatial_tf/losses.py", "spatial_tf/metrics.py",
                           "spatial_tf/resize.py", "spatial_tf/per_frame.py",
-                          "spatial_tf/resize_layers.py"),
+                          "spatial_tf/resize_layers.py", "spatial_tf/space_to_depth.py"),
     "planning": ("spatial_tf/planning/",),
     "testing": ("spatial_tf/testing/",),
     "data": ("spatial_tf/data/",),

@@ -29,6 +29,11 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
   ``UpSampling2D`` and ``UpSampling3D`` are computed as ``spatial_tf.resize`` computes
   them (the same values); other settings are left, the ``Change`` saying what to change.
 
+- With ``space_to_depth=True``, a strided convolution of few input channels (an image
+  or clip stem) is computed at stride 1 on its input's patches folded into the channels
+  (``spatial_tf.space_to_depth``): the same values; on a TPU, which pads few channels to
+  128 lanes, less memory for its input. Off by default (docs/benchmarks.md says why).
+
 Which Keras classes are of which kind is ``spatial_tf.layer_kinds``' table.
 
 ``partition_friendly(model)`` changes all three in place, on the layer objects the model (or a
@@ -66,6 +71,7 @@ from spatial_tf._tf_internals import (callable_losses, child_layers, own_trainab
                                       weight_regularization)
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_by_groups, conv_of_concatenation
+from spatial_tf.space_to_depth import space_to_depth_supported, strided_conv_by_space_to_depth
 from spatial_tf.spec import Replicate
 from spatial_tf.table import plural
 from spatial_tf.update_order import (is_ordered, ordered_call, ordered_convolution,
@@ -102,6 +108,11 @@ _DEPTHWISE = ("a depthwise convolution (one input channel per group) keeps the s
               "it is: XLA partitions it and both its gradients with halo exchanges, and "
               "a halo form of its kernel gradient, or the update order, would take more "
               "memory per core (its kernel is small)")
+FOLD_CHANNELS = 8
+_FOLDED = ("{name} at stride 1 on its input's patches folded into the channels (space to "
+           "depth), its kernel gradient made to wait for its input gradient",
+           "a TPU pads an activation of few channels to its 128 lanes; folded, the input "
+           "held for the kernel gradient takes 1/stride**2 of that (space_to_depth=True)")
 _REGULARIZED = ("{names} ordered before the update",
                 "a regularizer's read of a weight reaches only the loss value, which no "
                 "gradient depends on: without the order, XLA keeps a copy of the weight for "
@@ -139,7 +150,8 @@ class Change:
         return f"{self.path}: {self.before} -> {self.after} ({self.why})"
 
 
-def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> List[Change]:
+def partition_friendly(model, *, optimizer: Any = None, warn: bool = True,
+                       space_to_depth: bool = False) -> List[Change]:
     """Change ``model``'s layers in place so its training step keeps the split.
 
     Args:
@@ -149,6 +161,12 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
         a Model Garden trainer's ``trainer.optimizer``), made to keep the gradients whole
         (``keep_gradients_whole``), for a step one cannot edit.
       warn: warn once, naming them, about layers that may still break the split.
+      space_to_depth: also compute each strided convolution of fewer than
+        ``FOLD_CHANNELS`` input channels (an image or clip stem) at stride 1 on its
+        input's patches folded into the channels (``spatial_tf.space_to_depth``): a
+        TPU then pads a quarter as much of it to its 128 lanes at stride 2. Off by
+        default: on the TPU compiler for v5e it made MoViNet-A0's split step smaller
+        and faster but its one-core step larger (docs/benchmarks.md).
 
     Returns:
       One ``Change`` for ``optimizer`` (when given), one per layer changed, and one per
@@ -165,7 +183,8 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
             f"partition_friendly: got {type(model).__name__}; expected a built Keras or "
             f"tf_keras model or layer. Fix: pass the model itself (e.g. a Model Garden "
             f"trainer's trainer.model).")
-    plans = ([_optimizer_plan(optimizer)] if optimizer is not None else []) + _layer_plans(model)
+    plans = ([_optimizer_plan(optimizer)] if optimizer is not None else []) + _layer_plans(
+        model, space_to_depth)
     for change, apply in plans:  # all checked first: a failure above changes nothing
         if apply is not None:
             apply()
@@ -177,12 +196,15 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True) -> Li
     return [change for change, _ in plans]
 
 
-def _layer_plans(model) -> List[Tuple[Change, Optional[Callable[[], None]]]]:
+def _layer_plans(model, space_to_depth: bool = False
+                 ) -> List[Tuple[Change, Optional[Callable[[], None]]]]:
     """A ``(Change, apply or None)`` per layer a rule covers and per regularizer, every
     layer checked before any is changed."""
     plans: List[Tuple[Change, Optional[Callable[[], None]]]] = []
     for path, layer in _walk(model):
         rule = _rule_for(layer)
+        if rule is _conv and space_to_depth:
+            rule = functools.partial(_conv, space_to_depth=True)
         if rule is None:
             continue
         if getattr(layer, _MARK, False):
@@ -353,7 +375,7 @@ def _batch_norm(path, layer):
     return Change(path, f"{before}(fused={fused})", after, _UNFUSED[1]), apply
 
 
-def _conv(path, layer):
+def _conv(path, layer, space_to_depth=False):
     before = type(layer).__name__
     problem = _unsupported_conv(layer)
     if problem:
@@ -362,6 +384,9 @@ def _conv(path, layer):
     if groups > 1 and int(layer.kernel.shape[-2]) == 1:  # depthwise, as Model Garden builds it
         return _keep(path, layer)
     if any(s != 1 for s in layer.strides) or any(d != 1 for d in layer.dilation_rate):
+        if (space_to_depth and groups == 1 and all(d == 1 for d in layer.dilation_rate)
+                and int(layer.kernel.shape[-2]) < FOLD_CHANNELS):
+            return _folded(path, layer)
         kind = _STRIDED
     elif all(k == 1 for k in layer.kernel_size):
         kind = "a 1x1 convolution needs no halo"
@@ -387,6 +412,22 @@ def _conv(path, layer):
     # TensorFlow's own gradients, the kernel's made to wait for the input's
     return _with_convolution_op(path, layer, ordered_convolution,
                                 _ORDERED[0].format(name=before), _ORDERED[1].format(kind=kind))
+
+
+def _folded(path, layer):
+    """The plan computing a strided convolution of few input channels on its input's
+    patches folded into the channels, its kernel gradient ordered; an input whose size
+    is not a multiple of the stride keeps TensorFlow's strided convolution, ordered."""
+    strides, padding = list(layer.strides), layer.padding.upper()
+
+    def convolve(original, x, kernel):
+        if space_to_depth_supported(x.shape, layer.kernel_size, strides, padding):
+            return ordered_convolution(original, x, kernel)
+        return ordered_convolution(
+            lambda a, b: strided_conv_by_space_to_depth(a, b, strides, padding), x, kernel)
+
+    return _with_convolution_op(path, layer, convolve,
+                                _FOLDED[0].format(name=type(layer).__name__), _FOLDED[1])
 
 
 def _with_convolution_op(path, layer, convolve, after, why):

@@ -26,6 +26,7 @@ LAYERS = {
              "spatial_tf.summarize", "spatial_tf.label_inputs", "spatial_tf.steps",
              "spatial_tf.devices", "spatial_tf.strategy",
              "spatial_tf.emulator", "spatial_tf.update_order", "spatial_tf.halo_conv",
+             "spatial_tf.space_to_depth",
              "spatial_tf.partition_friendly", "spatial_tf.resize", "spatial_tf.resize_layers",
              "spatial_tf.layers", "spatial_tf.per_frame", "spatial_tf.losses",
              "spatial_tf.metrics",

@@ -95,6 +95,52 @@ def test_each_layer_kind_same_outputs_and_gradients_in_float64(name, make, shape
     _assert_same_step(plain, friendly, x)
 
 
+# strided convolutions partition_friendly(space_to_depth=True) sees: (constructor, input
+# shape, what it computes after); FOLDED / ORDERED are the Change's "after" texts
+FOLDED = ("at stride 1 on its input's patches folded into the channels (space to depth), "
+          "its kernel gradient made to wait for its input gradient")
+ORDERED = "with its kernel gradient made to wait for its input gradient"
+STEMS = [
+    ("rgb_stem_2d", lambda: keras.layers.Conv2D(4, 3, strides=2, padding="same"),
+     (2, 16, 16, 3), FOLDED),
+    ("resnet_stem_7x7", lambda: keras.layers.Conv2D(4, 7, strides=2, padding="same"),
+     (1, 16, 16, 3), FOLDED),
+    ("movinet_stem_3d", lambda: keras.layers.Conv3D(4, (1, 3, 3), strides=(1, 2, 2),
+                                                    padding="same"), (2, 3, 8, 8, 3), FOLDED),
+    ("valid_stride3_7_channels", lambda: keras.layers.Conv2D(2, 5, strides=3),
+     (1, 12, 15, 7), FOLDED),
+    ("odd_size_falls_back", lambda: keras.layers.Conv2D(4, 3, strides=2, padding="same"),
+     (1, 15, 16, 3), FOLDED),  # computed as TensorFlow's strided convolution, ordered
+    ("8_channels_not_folded", lambda: keras.layers.Conv2D(4, 3, strides=2, padding="same"),
+     (1, 16, 16, 8), ORDERED),
+    ("dilated_not_folded", lambda: keras.layers.Conv2D(4, 3, dilation_rate=2, padding="same"),
+     (1, 16, 16, 3), ORDERED),
+]
+
+
+@pytest.mark.parametrize("name,make,shape,after", STEMS, ids=[c[0] for c in STEMS])
+def test_space_to_depth_folds_strided_convolutions_of_few_channels(name, make, shape, after):
+    def build():
+        inputs = keras.Input(shape[1:])
+        return keras.Model(inputs, make()(inputs))
+
+    plain, friendly, x = _twin(build, shape)
+    [change] = partition_friendly(friendly, warn=False, space_to_depth=True)
+    assert change.after == f"{change.before} {after}"
+    assert change.handled
+    _assert_same_step(plain, friendly, x)
+
+
+def test_without_space_to_depth_a_stem_is_only_ordered():
+    inputs = keras.Input((16, 16, 3))
+    model = keras.Model(inputs, keras.layers.Conv2D(4, 3, strides=2, padding="same")(inputs))
+    [change] = partition_friendly(model, warn=False)
+    assert change.after == f"Conv2D {ORDERED}"
+    graph = tf.function(model).get_concrete_function(tf.TensorSpec([1, 16, 16, 3])).graph
+    assert [op.get_attr("strides") for op in graph.get_operations()
+            if op.type == "Conv2D"] == [[1, 2, 2, 1]]
+
+
 def _unet(size=8, filters=2):
     """A two-level U-Net as a user writes it: Conv3D, BN, strided conv, transposed conv,
     concatenation."""
