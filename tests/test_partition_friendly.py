@@ -54,6 +54,11 @@ def _assert_same_step(plain, friendly, x, atol=1e-10):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=atol)
 
 
+def _one_layer_model(make, shape):
+    inputs = keras.Input(shape[1:])
+    return keras.Model(inputs, make()(inputs))
+
+
 HANDLED, UNHANDLED = True, False
 # each layer kind alone: (constructor, input shape, expected "handled"); every one changes
 LAYERS = [
@@ -85,11 +90,7 @@ LAYERS = [
 
 @pytest.mark.parametrize("name,make,shape,handled", LAYERS, ids=[c[0] for c in LAYERS])
 def test_each_layer_kind_same_outputs_and_gradients_in_float64(name, make, shape, handled):
-    def build():
-        inputs = keras.Input(shape[1:])
-        return keras.Model(inputs, make()(inputs))
-
-    plain, friendly, x = _twin(build, shape)
+    plain, friendly, x = _twin(lambda: _one_layer_model(make, shape), shape)
     changes = partition_friendly(friendly, warn=False)
     assert [(c.changed, c.handled) for c in changes] == [(True, handled)]
     _assert_same_step(plain, friendly, x)
@@ -120,11 +121,7 @@ STEMS = [
 
 @pytest.mark.parametrize("name,make,shape,after", STEMS, ids=[c[0] for c in STEMS])
 def test_space_to_depth_folds_strided_convolutions_of_few_channels(name, make, shape, after):
-    def build():
-        inputs = keras.Input(shape[1:])
-        return keras.Model(inputs, make()(inputs))
-
-    plain, friendly, x = _twin(build, shape)
+    plain, friendly, x = _twin(lambda: _one_layer_model(make, shape), shape)
     [change] = partition_friendly(friendly, warn=False, space_to_depth=True)
     assert change.after == f"{change.before} {after}"
     assert change.handled
