@@ -7,8 +7,9 @@ convolution's kernel gradient). Folding each ``s x s`` patch of a stride-``s``
 convolution's input into the channels (space to depth) gives ``s**2`` times the channels
 at ``1/s**2`` the pixels, and the convolution becomes a stride-1 one with a smaller
 kernel built from the same weights: the same output, the same gradients, a quarter of
-the padded input at stride 2. The same rewrite speeds up the first layer of TPU image
-models (the "space-to-depth" stem of Cloud TPU's ResNet-50).
+the padded input at stride 2. TPU image models use the same rewrite for their first
+layer (``conv0_space_to_depth`` in the MLPerf TPU ResNet-50 and SSD, which fold in the
+input pipeline; here the fold is a one-hot convolution inside the step).
 
 For a spatial axis of size ``n`` (a multiple of the stride ``s``) with kernel size
 ``k`` and padding ``b`` before, output ``o[i] = sum_d x[s*i + d - b] w[d]``; writing
@@ -24,6 +25,7 @@ before and ``q_max`` after.
 >>> tuple(y.shape), float(tf.reduce_max(tf.abs(y - expected))) < 1e-12
 ((1, 4, 4, 4), True)
 """
+import math
 from typing import List, Sequence, Tuple, Union
 
 import numpy as np
@@ -76,8 +78,8 @@ def strided_conv_by_space_to_depth(x, kernel, strides: Union[int, Sequence[int]]
     axes, dilation 1) computed as a stride-1 convolution of ``x`` with each stride's
     patch folded into the channels, and a kernel made of ``kernel``'s weights.
 
-    Gradients flow to ``x`` and ``kernel`` through the rearrangement (reshapes,
-    transposes, pads), so they equal the strided convolution's. Raises ``ValueError``
+    Gradients flow to ``x`` and ``kernel`` through the fold, the pads and the kernel's
+    rearrangement, so they equal the strided convolution's. Raises ``ValueError``
     where ``space_to_depth_supported`` gives a reason.
     """
     x, kernel = tf.convert_to_tensor(x), tf.convert_to_tensor(kernel)
@@ -107,7 +109,7 @@ def _space_to_depth(x, strides: List[int]):
     of ``s``, which a TPU pads to its (8, 128) tiles (170 times the values for 2 x 3).
     """
     channels = int(x.shape[-1])
-    folded = _product(strides) * channels
+    folded = math.prod(strides) * channels
     one_hot = np.eye(folded, dtype=x.dtype.as_numpy_dtype).reshape(
         list(strides) + [channels, folded])
     return tf.nn.convolution(x, tf.constant(one_hot), strides=strides, padding="VALID",
@@ -133,11 +135,4 @@ def _folded_kernel(kernel, strides: List[int], before: List[int],
     split = tf.reshape(padded, shape + [channels, filters])
     order = [2 * a for a in range(rank)] + [2 * a + 1 for a in range(rank)]
     return tf.reshape(tf.transpose(split, order + [2 * rank, 2 * rank + 1]),
-                      shape[0::2] + [channels * _product(strides), filters])
-
-
-def _product(values) -> int:
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
+                      shape[0::2] + [channels * math.prod(strides), filters])
