@@ -37,6 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from _tpu_cells import step_time_cell  # noqa: E402
 
+FORMS = ("as written", "partition_friendly", "halo only", "ordering only")
 SPECS = {"unet3d": ([1, 8, 1, 1, 1], [1, 2, 2, 2, 1]), "resnet2d": ([1, 4, 1, 1], [1, 2, 2, 1])}
 CORES = {"unet3d": 8, "resnet2d": 4}
 
@@ -112,10 +113,11 @@ def main(argv=None):
                    help="which of the model's two specs: slab (one axis), cube (all three "
                         "spatial axes; two for resnet2d), or both (default)")
     p.add_argument("--forms", default="as written,partition_friendly",
-                   help="the model as written, after partition_friendly, or both (default)")
+                   help="the model as written, after partition_friendly, or both (default); "
+                        "also 'halo only' / 'ordering only': partition_friendly with the "
+                        "other kind of convolution change taken back")
     args = p.parse_args(argv)
-    for value, known in ((args.splits, ("slab", "cube")),
-                         (args.forms, ("as written", "partition_friendly"))):
+    for value, known in ((args.splits, ("slab", "cube")), (args.forms, FORMS)):
         if not set(value.split(",")) <= set(known):
             p.error(f"{value!r}: expected a comma-separated choice of {', '.join(known)}")
     options = (None if args.disable_hlo_passes is None
@@ -160,8 +162,8 @@ def main(argv=None):
                 model = keras_unet3d(size) if args.model == "unet3d" else keras_resnet2d(size)
                 optimizer = keras.optimizers.SGD(0.01)
                 optimizer.build(model.trainable_variables)
-            if form == "partition_friendly":
-                partition_friendly(model, warn=False)
+            if form != "as written":
+                _keep_only(model, partition_friendly(model, warn=False), form)
             label_spec = spec[:-1] if args.model == "unet3d" else None
 
             def step(image, labels):
@@ -193,6 +195,21 @@ def main(argv=None):
         title=f"{args.model} train step at {size}, per core, on {cores} emulated cores "
               f"(XLA:CPU{'' if args.target is None else '; TPU columns: the TPU compiler for ' + args.target})"))
     return 0
+
+
+def _keep_only(model, changes, form):
+    """Take back the convolution changes ``form`` leaves out: the update order for
+    "halo only", the halo kernel gradient (and piecewise concatenation) for "ordering
+    only"; "partition_friendly" keeps every change."""
+    taken_back = {"halo only": "made to wait", "ordering only": "output gradient's halo"}
+    if form not in taken_back:
+        return
+    layers = {layer.name: layer for layer in model._flatten_layers()}
+    for change in changes:
+        if taken_back[form] in change.after:
+            layer = layers[change.path.split("/")[-1]]
+            for attribute in ("convolution_op", "call"):  # set on the layer object itself
+                vars(layer).pop(attribute, None)
 
 
 def _tpu_cells(report, cores):
