@@ -37,7 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from _tpu_cells import step_time_cell  # noqa: E402
 
-FORMS = ("as written", "partition_friendly", "halo only", "ordering only")
+FORMS = ("as written", "partition_friendly", "halo=False", "halo only")
 SPECS = {"unet3d": ([1, 8, 1, 1, 1], [1, 2, 2, 2, 1]), "resnet2d": ([1, 4, 1, 1], [1, 2, 2, 1])}
 CORES = {"unet3d": 8, "resnet2d": 4}
 
@@ -114,8 +114,9 @@ def main(argv=None):
                         "spatial axes; two for resnet2d), or both (default)")
     p.add_argument("--forms", default="as written,partition_friendly",
                    help="the model as written, after partition_friendly, or both (default); "
-                        "also 'halo only' / 'ordering only': partition_friendly with the "
-                        "other kind of convolution change taken back")
+                        "also 'halo=False' (partition_friendly(model, halo=False)) and 'halo "
+                        "only' (partition_friendly with the update order of the other "
+                        "convolutions taken back)")
     args = p.parse_args(argv)
     for value, known in ((args.splits, ("slab", "cube")), (args.forms, FORMS)):
         if not set(value.split(",")) <= set(known):
@@ -163,7 +164,9 @@ def main(argv=None):
                 optimizer = keras.optimizers.SGD(0.01)
                 optimizer.build(model.trainable_variables)
             if form != "as written":
-                _keep_only(model, partition_friendly(model, warn=False), form)
+                changes = partition_friendly(model, warn=False, halo=form != "halo=False")
+                if form == "halo only":
+                    _take_back_the_order(model, changes)
             label_spec = spec[:-1] if args.model == "unet3d" else None
 
             def step(image, labels):
@@ -197,16 +200,12 @@ def main(argv=None):
     return 0
 
 
-def _keep_only(model, changes, form):
-    """Take back the convolution changes ``form`` leaves out: the update order for
-    "halo only", the halo kernel gradient (and piecewise concatenation) for "ordering
-    only"; "partition_friendly" keeps every change."""
-    taken_back = {"halo only": "made to wait", "ordering only": "output gradient's halo"}
-    if form not in taken_back:
-        return
+def _take_back_the_order(model, changes):
+    """Undo ``partition_friendly``'s update order on the convolutions that got only that
+    (strided, 1x1, transposed), keeping the halo form of the others."""
     layers = {layer.name: layer for layer in model._flatten_layers()}
     for change in changes:
-        if taken_back[form] in change.after:
+        if "made to wait" in change.after:
             layer = layers[change.path.split("/")[-1]]
             for attribute in ("convolution_op", "call"):  # set on the layer object itself
                 vars(layer).pop(attribute, None)

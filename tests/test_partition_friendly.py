@@ -166,6 +166,21 @@ def test_unet_changes_name_each_layer_and_keep_the_step():
     _assert_same_step(plain, friendly, x)
 
 
+def test_without_the_halo_form_stride_1_convolutions_are_only_ordered():
+    plain, friendly, x = _twin(_unet, (1, 8, 8, 8, 1))
+    changes = {c.path: c for c in partition_friendly(friendly, halo=False)}
+    for path in ("unet/down", "unet/bottom", "unet/merge"):
+        assert changes[path].after == f"Conv3D {ORDERED}"
+        assert "halo=False keeps TensorFlow's kernel gradient" in changes[path].why
+    assert changes["unet/pool"].after == f"Conv3D {ORDERED}"  # strided: as with the halo form
+    _assert_same_step(plain, friendly, x)
+    # the merge convolution is one convolution of the concatenation, as Keras computes it
+    graph = tf.function(lambda x: friendly(x, training=True)).get_concrete_function(x).graph
+    merge = [op for op in graph.get_operations() if "/merge" in op.name and op.type == "Conv3D"]
+    assert len(merge) == 1
+    assert merge[0].inputs[0].shape.as_list() == [1, 8, 8, 8, 4]  # 2 + 2 channels
+
+
 def test_merge_conv_reads_the_concatenated_pieces_not_the_concatenation():
     _, friendly, x = _twin(_unet, (1, 8, 8, 8, 1))
     partition_friendly(friendly)
