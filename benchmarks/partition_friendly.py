@@ -212,7 +212,8 @@ def _take_back_the_order(model, changes):
 
 
 def _tpu_cells(report, cores):
-    """The TPU compiler's temp per core and E(N) (none without a target)."""
+    """The TPU compiler's temp per core, E(N) and the cost model's step times (none
+    without a target)."""
     if not report.tpu:
         return []
     from spatial_tf.table import format_bytes
