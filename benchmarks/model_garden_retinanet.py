@@ -25,7 +25,7 @@ both XLA:CPU figures from the emulator, not TPU measurements:
   come from. tests/integration/test_model_garden_retinanet.py runs the same job.
 
     python benchmarks/model_garden_retinanet.py [--sizes 128,256,512] [--specs 1,2,2,1]
-        [--target v5e]
+        [--target v5e] [--no-halo]
     python benchmarks/model_garden_retinanet.py --trainer [--size 256] [--steps 2]
 
 It needs Model Garden: run it in the environment of ``tests/integration``
@@ -55,11 +55,11 @@ TRAINER_DIMS = [1, 2, 2, 1]
 LOSS_OPS = re.compile(r"(gradient_tape/)?(Reshape|concat)(_\d+)?")
 
 
-def temps(size, spec, target=None):
+def temps(size, spec, target=None, halo=True):
     """``(temp per core on CORES cores, temp on one core)`` of the step at ``size`` from
     XLA:CPU, followed by the same two from XLA's TPU compiler for ``target`` if given
     (None where the compiler found the step does not fit) and the two predicted step
-    times in seconds (the TPU compiler's cost model)."""
+    times in seconds (the TPU compiler's cost model). ``halo``: partition_friendly's."""
     import tensorflow as tf
     import tf_keras
     from official.core import exp_factory, task_factory
@@ -74,7 +74,7 @@ def temps(size, spec, target=None):
     with emulator.scope():
         tf_keras.utils.set_random_seed(0)
         model = task_factory.get_task(params.task).build_model()
-        spatial_tf.layers.partition_friendly(model)
+        spatial_tf.layers.partition_friendly(model, halo=halo)
         optimizer = tf_keras.optimizers.SGD(0.01)
 
     def step(image):
@@ -467,7 +467,8 @@ def size_table(args):
     def measure(size, spec):
         # a process per compile: the programs of one do not pile up in the next's memory
         one = f"{size};{spec}" + (f";{args.target}" if args.target else "")
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", one],
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", one]
+                              + (["--no-halo"] if args.no_halo else []),
                               stdout=subprocess.PIPE, text=True)
         if done.returncode:
             raise SystemExit(f"size {size}, spec {spec}: the compile failed ({done.returncode})")
@@ -490,7 +491,8 @@ def size_table(args):
     print(format_table(
         ["image", "spec"] + headers, rows, right=headers,
         title=f"Model Garden RetinaNet (ResNet-50 FPN) train step, batch {BATCH}, {CORES} "
-              f"emulated cores, after partition_friendly; XLA:CPU figures"
+              f"emulated cores, after partition_friendly"
+              f"{'(halo=False)' if args.no_halo else ''}; XLA:CPU figures"
               + (f", then XLA's TPU compiler for {args.target} (libtpu, compile-only)"
                  if args.target else "")))
 
@@ -502,6 +504,9 @@ def main(argv=None):
     p.add_argument("--specs", default="1,2,2,1", help="specs, ';'-separated (default 1,2,2,1)")
     p.add_argument("--target", help="also compile with XLA's TPU compiler for this TPU "
                                     "generation, e.g. v5e (needs libtpu)")
+    p.add_argument("--no-halo", action="store_true",
+                   help="partition_friendly(model, halo=False): stride-1 convolutions only "
+                        "ordered, TensorFlow's kernel gradient kept")
     p.add_argument("--trainer", action="store_true",
                    help="measure the step Model Garden's trainer runs (as built, after "
                         "partition_friendly, and with the gradients kept whole) instead")
@@ -512,7 +517,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.one:
         size, spec, *target = args.one.split(";")
-        print(json.dumps(temps(int(size), [int(c) for c in spec.split(",")], *target)))
+        print(json.dumps(temps(int(size), [int(c) for c in spec.split(",")], *target,
+                               halo=not args.no_halo)))
         return 0
     if args.trainer_one:
         size, steps, form = args.trainer_one.split(";")
