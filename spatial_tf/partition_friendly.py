@@ -34,6 +34,10 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
   (``spatial_tf.space_to_depth``): the same values; on a TPU, which pads few channels to
   128 lanes, less memory for its input. Off by default (docs/benchmarks.md says why).
 
+- For a TPU (``target="v5e"``), stride-1 convolutions keep TensorFlow's kernel gradient,
+  only ordered: on XLA's TPU compiler the halo form's step was never predicted faster by
+  more than 0.2% (docs/benchmarks.md, "Which form for which TPU").
+
 Which Keras classes are of which kind is ``spatial_tf.layer_kinds``' table.
 
 ``partition_friendly(model)`` changes all three in place, on the layer objects the model (or a
@@ -66,7 +70,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
-from spatial_tf import context, frames, layer_kinds
+from spatial_tf import context, frames, layer_kinds, tpu_generations
 from spatial_tf._tf_internals import (callable_losses, child_layers, own_trainable_variables,
                                       weight_regularization)
 from spatial_tf.annotate import annotate_tensor
@@ -150,8 +154,9 @@ class Change:
         return f"{self.path}: {self.before} -> {self.after} ({self.why})"
 
 
-def partition_friendly(model, *, optimizer: Any = None, warn: bool = True, halo: bool = True,
-                       space_to_depth: bool = False) -> List[Change]:
+def partition_friendly(model, *, optimizer: Any = None, warn: bool = True,
+                       halo: Optional[bool] = None, space_to_depth: bool = False,
+                       target: Any = None) -> List[Change]:
     """Change ``model``'s layers in place so its training step keeps the split.
 
     Args:
@@ -162,17 +167,23 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True, halo:
         (``keep_gradients_whole``), for a step one cannot edit.
       warn: warn once, naming them, about layers that may still break the split.
       halo: compute stride-1 convolutions' kernel gradients from the output gradient's
-        halo (and a concatenation's convolution piecewise). ``False`` keeps TensorFlow's
-        kernel gradient, only ordered before the update: on XLA's TPU compiler for v5e
-        a keras-io 3D U-Net split in a cube took 307.6 MiB per core and a predicted
-        11.2 ms step that way, against 403.5 MiB and 14.9 ms with the halo form (the
-        emulator's XLA:CPU figures favour the halo form; docs/benchmarks.md).
+        halo (and a concatenation's convolution piecewise); ``False`` keeps TensorFlow's
+        kernel gradient, only ordered before the update. By default (None) the halo form
+        without a ``target``, TensorFlow's with one: on XLA's TPU compiler (v5e and v3,
+        a keras-io U-Net and Model Garden's RetinaNet) ``halo=False`` predicted a step
+        as fast (within 0.2%) or faster every time (up to 26%), with temp per core from
+        22% less to 8% more, where the emulator's XLA:CPU figures favour the halo form
+        (docs/benchmarks.md, "Which form for which TPU").
       space_to_depth: also compute each strided convolution of fewer than
         ``FOLD_CHANNELS`` input channels (an image or clip stem) at stride 1 on its
         input's patches folded into the channels (``spatial_tf.space_to_depth``): a
         TPU then pads a quarter as much of it to its 128 lanes at stride 2. Off by
         default: on the TPU compiler for v5e it made MoViNet-A0's split step smaller
         and faster but its one-core step larger (docs/benchmarks.md).
+      target: the TPU the step is for (a generation or slice name such as ``"v5e"`` or
+        ``"v3-8"``), or None for the forms the emulator's XLA:CPU figures favour. Give
+        the name you give ``report(..., target=...)`` or a plan's ``budget``, so that
+        the emulator compiles the model the TPU will run.
 
     Returns:
       One ``Change`` for ``optimizer`` (when given), one per layer changed, and one per
@@ -189,6 +200,7 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True, halo:
             f"partition_friendly: got {type(model).__name__}; expected a built Keras or "
             f"tf_keras model or layer. Fix: pass the model itself (e.g. a Model Garden "
             f"trainer's trainer.model).")
+    halo = _halo_for(halo, target)
     plans = ([_optimizer_plan(optimizer)] if optimizer is not None else []) + _layer_plans(
         model, halo=halo, space_to_depth=space_to_depth)
     for change, apply in plans:  # all checked first: a failure above changes nothing
@@ -200,6 +212,26 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True, halo:
     if warn and unhandled:
         _warn_unhandled(unhandled)
     return [change for change, _ in plans]
+
+
+def _halo_for(halo: Optional[bool], target: Any) -> bool:
+    """Whether stride-1 convolutions take the halo form: ``halo`` if given, else the
+    default for ``target`` (the halo form on XLA:CPU, TensorFlow's on a TPU).
+
+    >>> _halo_for(None, None), _halo_for(None, "v5e"), _halo_for(True, "v3")
+    (True, False, True)
+    """
+    if halo is not None and not isinstance(halo, bool):
+        raise TypeError(f"partition_friendly: halo is {halo!r}; expected True, False or None "
+                        f"(the default for the target). Fix: halo=False for TensorFlow's "
+                        f"kernel gradient.")
+    if target is not None:
+        name = getattr(target, "name", target)  # the emulator's TpuTarget gives its name
+        try:
+            tpu_generations.parse(name)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"partition_friendly: target: {e}") from None
+    return (target is None) if halo is None else halo
 
 
 def _layer_plans(model, *, halo: bool = True, space_to_depth: bool = False
@@ -397,7 +429,7 @@ def _conv(path, layer, halo=True, space_to_depth=False):
     elif all(k == 1 for k in layer.kernel_size):
         kind = "a 1x1 convolution needs no halo"
     elif not halo:
-        kind = "halo=False keeps TensorFlow's kernel gradient"
+        kind = "halo=False (the default for a TPU target) keeps TensorFlow's kernel gradient"
     else:
         padding = layer.padding.upper()
         if groups > 1:

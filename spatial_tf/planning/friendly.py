@@ -18,8 +18,9 @@ spec.
 True
 """
 import dataclasses
-from typing import Any, List
+from typing import Any, List, Optional
 
+from spatial_tf.planning.budgets import parse_budget
 from spatial_tf.planning.options import PlanOptions
 from spatial_tf.planning.plan import Plan, plan
 from spatial_tf.table import format_bytes, format_table, plural
@@ -69,18 +70,23 @@ def _cell(candidate, basis):
     return format_bytes(candidate.peak(basis) if basis else candidate.resharding_bytes)
 
 
-def plan_partition_friendly(model: Any, inputs: Any, num_cores_per_replica: int,
-                            **plan_options) -> FriendlyPlans:
+def plan_partition_friendly(model: Any, inputs: Any, num_cores_per_replica: int, *,
+                            halo: Optional[bool] = None, **plan_options) -> FriendlyPlans:
     """Plan ``model`` as written, make it partition-friendly in place, plan it again.
 
     ``plan_options`` are ``plan``'s (``budget``, ``specs``, ``options``, ``training``); both plans use
     the same candidate specs, those of the first plan. A compiled model's optimizer (the
-    one ``fit`` steps with) is made to keep the gradients whole too.
+    one ``fit`` steps with) is made to keep the gradients whole too. A TPU ``budget``
+    (``"v5e"``) is ``partition_friendly``'s ``target``, and ``halo`` its ``halo``: plan a
+    fresh model with each to compare the forms.
     """
     from spatial_tf.partition_friendly import partition_friendly
 
+    budget = plan_options.get("budget")
+    generation = None if budget is None else parse_budget(budget).generation
     before = plan(model, inputs, num_cores_per_replica, **plan_options)
-    changes = partition_friendly(model, optimizer=getattr(model, "optimizer", None))
+    changes = partition_friendly(model, optimizer=getattr(model, "optimizer", None), halo=halo,
+                                 target=None if generation is None else generation.name)
     options = dict(plan_options, specs=[c.spec for c in before.candidates])
     after = plan(model, inputs, num_cores_per_replica, **options)
     return FriendlyPlans(before, after, changes)

@@ -65,3 +65,39 @@ def test_a_compiled_models_optimizer_keeps_the_gradients_whole():
                                      options=PlanOptions(memory="cpu", progress=False))
     assert [c.path for c in result.changes if c.after != "unchanged"] == [
         "optimizer/fit_sgd", "net/a", "net/b", "net/c", "net/logits"]
+
+
+def test_without_the_halo_form_the_plan_after_keeps_tensorflows_kernel_gradient():
+    result = plan_partition_friendly(_model(), (1, 16, 16, 16, 1), 4, halo=False,
+                                     specs=SPECS[:1],
+                                     options=PlanOptions(memory="cpu", progress=False))
+    changes = {c.path: c for c in result.changes}
+    for path in ("net/a", "net/b", "net/c"):
+        assert changes[path].after == ("Conv3D with its kernel gradient made to wait for its "
+                                       "input gradient")
+        assert changes[path].why.startswith("halo=False")
+    with_halo = plan_partition_friendly(_model(), (1, 16, 16, 16, 1), 4, specs=SPECS[:1],
+                                        options=PlanOptions(memory="cpu", progress=False))
+    assert {c.path: c.after for c in with_halo.changes}["net/a"] == (
+        "Conv3D computing its kernel gradient from the output gradient's halo")
+    # the two forms are different programs: XLA:CPU's peaks differ
+    assert (result.after.candidates[0].peak("cpu")
+            != with_halo.after.candidates[0].peak("cpu"))
+
+
+def test_a_tpu_budget_makes_the_model_friendly_for_that_tpu():
+    result = plan_partition_friendly(_model(), (1, 16, 16, 16, 1), 4, budget="v5e",
+                                     specs=SPECS[:1],
+                                     options=PlanOptions(memory="cpu", target=None,
+                                                         progress=False))
+    after = {c.path: c.after for c in result.changes}
+    ordered = "Conv3D with its kernel gradient made to wait for its input gradient"
+    # the TPU's forms: stride-1 convolutions keep TensorFlow's kernel gradient
+    assert [after[p] for p in ("net/a", "net/b", "net/c", "net/logits")] == [ordered] * 4
+    # with halo=True, or a budget that names no TPU, the halo form
+    for options in ({"budget": "v5e", "halo": True}, {"budget": "16GiB"}):
+        other = plan_partition_friendly(_model(), (1, 16, 16, 16, 1), 4, specs=SPECS[:1],
+                                        options=PlanOptions(memory="cpu", target=None,
+                                                            progress=False), **options)
+        assert {c.path: c.after for c in other.changes}["net/a"] == (
+            "Conv3D computing its kernel gradient from the output gradient's halo")
