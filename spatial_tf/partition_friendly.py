@@ -34,8 +34,8 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
   (``spatial_tf.space_to_depth``): the same values; on a TPU, which pads few channels to
   128 lanes, less memory for its input. Off by default (docs/benchmarks.md says why).
 
-- For a TPU (``target="v5e"``), stride-1 convolutions keep TensorFlow's kernel gradient,
-  only ordered: on XLA's TPU compiler the halo form's step was never predicted faster by
+- For a TPU (``target="v5e"``, or called inside a TPUStrategy's scope), stride-1
+  convolutions keep TensorFlow's kernel gradient, only ordered: on XLA's TPU compiler the halo form's step was never predicted faster by
   more than 0.2% (docs/benchmarks.md, "Which form for which TPU").
 
 Which Keras classes are of which kind is ``spatial_tf.layer_kinds``' table.
@@ -168,8 +168,9 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True,
       warn: warn once, naming them, about layers that may still break the split.
       halo: compute stride-1 convolutions' kernel gradients from the output gradient's
         halo (and a concatenation's convolution piecewise); ``False`` keeps TensorFlow's
-        kernel gradient, only ordered before the update. By default (None) the halo form
-        without a ``target``, TensorFlow's with one: on XLA's TPU compiler (v5e and v3,
+        kernel gradient, only ordered before the update. By default (None) the halo form,
+        but TensorFlow's with a ``target`` or inside a TPUStrategy's scope (on a TPU): on
+        XLA's TPU compiler (v5e and v3,
         a keras-io U-Net and Model Garden's RetinaNet) ``halo=False`` predicted a step
         as fast (within 0.2%) or faster every time (up to 26%), with temp per core from
         22% less to 8% more, where the emulator's XLA:CPU figures favour the halo form
@@ -181,9 +182,10 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True,
         default: on the TPU compiler for v5e it made MoViNet-A0's split step smaller
         and faster but its one-core step larger (docs/benchmarks.md).
       target: the TPU the step is for (a generation or slice name such as ``"v5e"`` or
-        ``"v3-8"``), or None for the forms the emulator's XLA:CPU figures favour. Give
-        the name you give ``report(..., target=...)`` or a plan's ``budget``, so that
-        the emulator compiles the model the TPU will run.
+        ``"v3-8"``), or None: the forms the emulator's XLA:CPU figures favour, or a
+        TPU's inside a TPUStrategy's scope. On the emulator, give the name you give
+        ``report(..., target=...)`` or a plan's ``budget``, so that it compiles the
+        model the TPU will run.
 
     Returns:
       One ``Change`` for ``optimizer`` (when given), one per layer changed, and one per
@@ -216,7 +218,8 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True,
 
 def _halo_for(halo: Optional[bool], target: Any) -> bool:
     """Whether stride-1 convolutions take the halo form: ``halo`` if given, else the
-    default for ``target`` (the halo form on XLA:CPU, TensorFlow's on a TPU).
+    default for ``target`` (the halo form on XLA:CPU, TensorFlow's on a TPU: a target,
+    or no target inside a TPUStrategy's scope).
 
     >>> _halo_for(None, None), _halo_for(None, "v5e"), _halo_for(True, "v3")
     (True, False, True)
@@ -231,7 +234,11 @@ def _halo_for(halo: Optional[bool], target: Any) -> bool:
             tpu_generations.parse(name)
         except (TypeError, ValueError) as e:
             raise type(e)(f"partition_friendly: target: {e}") from None
-    return (target is None) if halo is None else halo
+    if halo is not None:
+        return halo
+    in_tpu_scope = tf.distribute.has_strategy() and isinstance(
+        tf.distribute.get_strategy(), context.TPUStrategyLike)
+    return target is None and not in_tpu_scope
 
 
 def _layer_plans(model, *, halo: bool = True, space_to_depth: bool = False

@@ -195,6 +195,28 @@ def test_a_tpu_target_keeps_tensorflows_kernel_gradient_unless_halo_says_otherwi
         "Conv3D computing its kernel gradient from the output gradient's halo")
 
 
+@spatial_tf.context.TPUStrategyLike.register
+class _FakeTPUStrategy:
+    """Stands in for a TPUStrategy in scope: this machine has no TPU."""
+
+
+def test_inside_a_tpu_strategys_scope_the_default_is_the_tpus(monkeypatch):
+    _, on_emulator, _ = _twin(_unet, (1, 8, 8, 8, 1))
+    with spatial_tf.Emulator(2).scope():  # not a TPU: the halo form
+        changes = {c.path: c.after for c in partition_friendly(on_emulator)}
+    assert changes["unet/down"] == (
+        "Conv3D computing its kernel gradient from the output gradient's halo")
+    monkeypatch.setattr(tf.distribute, "has_strategy", lambda: True)
+    monkeypatch.setattr(tf.distribute, "get_strategy", _FakeTPUStrategy)
+    _, on_tpu, _ = _twin(_unet, (1, 8, 8, 8, 1))
+    changes = {c.path: c.after for c in partition_friendly(on_tpu)}
+    assert changes["unet/down"] == f"Conv3D {ORDERED}"
+    _, explicit, _ = _twin(_unet, (1, 8, 8, 8, 1))
+    changes = {c.path: c.after for c in partition_friendly(explicit, halo=True)}
+    assert changes["unet/down"] == (
+        "Conv3D computing its kernel gradient from the output gradient's halo")
+
+
 @pytest.mark.parametrize("kwargs, error, words", [
     ({"target": "v9"}, ValueError, "partition_friendly: target: unknown TPU generation 'v9'"),
     ({"target": 5}, TypeError, "partition_friendly: target: TPU name is 5"),
