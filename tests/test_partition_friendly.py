@@ -195,26 +195,32 @@ def test_a_tpu_target_keeps_tensorflows_kernel_gradient_unless_halo_says_otherwi
         "Conv3D computing its kernel gradient from the output gradient's halo")
 
 
-@spatial_tf.context.TPUStrategyLike.register
-class _FakeTPUStrategy:
-    """Stands in for a TPUStrategy in scope: this machine has no TPU."""
+def _real_tpu_strategy():
+    """TensorFlow's own TPUStrategy over a synthetic slice's devices (no TPU needed)."""
+    from test_strategy import FakeResolver
+
+    from spatial_tf.topology import device_assignment, synthetic
+
+    topology = synthetic("v3-8")
+    return tf.distribute.TPUStrategy(
+        FakeResolver(topology),
+        experimental_device_assignment=device_assignment(topology, num_cores_per_replica=4),
+        experimental_spmd_xla_partitioning=True)
 
 
-def test_inside_a_tpu_strategys_scope_the_default_is_the_tpus(monkeypatch):
+def test_inside_a_tpu_strategys_scope_the_default_is_the_tpus():
+    halo_form = "Conv3D computing its kernel gradient from the output gradient's halo"
     _, on_emulator, _ = _twin(_unet, (1, 8, 8, 8, 1))
     with spatial_tf.Emulator(2).scope():  # not a TPU: the halo form
         changes = {c.path: c.after for c in partition_friendly(on_emulator)}
-    assert changes["unet/down"] == (
-        "Conv3D computing its kernel gradient from the output gradient's halo")
-    monkeypatch.setattr(tf.distribute, "has_strategy", lambda: True)
-    monkeypatch.setattr(tf.distribute, "get_strategy", _FakeTPUStrategy)
+    assert changes["unet/down"] == halo_form
     _, on_tpu, _ = _twin(_unet, (1, 8, 8, 8, 1))
-    changes = {c.path: c.after for c in partition_friendly(on_tpu)}
-    assert changes["unet/down"] == f"Conv3D {ORDERED}"
     _, explicit, _ = _twin(_unet, (1, 8, 8, 8, 1))
-    changes = {c.path: c.after for c in partition_friendly(explicit, halo=True)}
-    assert changes["unet/down"] == (
-        "Conv3D computing its kernel gradient from the output gradient's halo")
+    with _real_tpu_strategy().scope():
+        changes = {c.path: c.after for c in partition_friendly(on_tpu)}
+        assert changes["unet/down"] == f"Conv3D {ORDERED}"
+        changes = {c.path: c.after for c in partition_friendly(explicit, halo=True)}
+        assert changes["unet/down"] == halo_form
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
