@@ -195,19 +195,6 @@ def test_a_tpu_target_keeps_tensorflows_kernel_gradient_unless_halo_says_otherwi
         "Conv3D computing its kernel gradient from the output gradient's halo")
 
 
-def _real_tpu_strategy():
-    """TensorFlow's own TPUStrategy over a synthetic slice's devices (no TPU needed)."""
-    from test_strategy import FakeResolver
-
-    from spatial_tf.topology import device_assignment, synthetic
-
-    topology = synthetic("v3-8")
-    return tf.distribute.TPUStrategy(
-        FakeResolver(topology),
-        experimental_device_assignment=device_assignment(topology, num_cores_per_replica=4),
-        experimental_spmd_xla_partitioning=True)
-
-
 def test_inside_a_tpu_strategys_scope_the_default_is_the_tpus():
     halo_form = "Conv3D computing its kernel gradient from the output gradient's halo"
     _, on_emulator, _ = _twin(_unet, (1, 8, 8, 8, 1))
@@ -216,7 +203,9 @@ def test_inside_a_tpu_strategys_scope_the_default_is_the_tpus():
     assert changes["unet/down"] == halo_form
     _, on_tpu, _ = _twin(_unet, (1, 8, 8, 8, 1))
     _, explicit, _ = _twin(_unet, (1, 8, 8, 8, 1))
-    with _real_tpu_strategy().scope():
+    from test_strategy import real_tpu_strategy  # TensorFlow's own, over a synthetic v3-8
+
+    with real_tpu_strategy().scope():
         changes = {c.path: c.after for c in partition_friendly(on_tpu)}
         assert changes["unet/down"] == f"Conv3D {ORDERED}"
         changes = {c.path: c.after for c in partition_friendly(explicit, halo=True)}

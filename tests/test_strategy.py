@@ -47,6 +47,17 @@ class FakeResolver:
         )
 
 
+def real_tpu_strategy(name="v3-8", num_cores_per_replica=4):
+    """TensorFlow's own SPMD TPUStrategy over a synthetic slice's devices (no TPU needed;
+    its scope can be entered, nothing run on it)."""
+    topology = synthetic(name)
+    return tf.distribute.TPUStrategy(
+        FakeResolver(topology),
+        experimental_device_assignment=device_assignment(
+            topology, num_cores_per_replica=num_cores_per_replica),
+        experimental_spmd_xla_partitioning=True)
+
+
 @pytest.fixture
 def fake_tpu(monkeypatch):
     """Make ``_connect`` return a resolver and topology for the named slice."""

@@ -11,19 +11,13 @@ from spatial_tf._tf_internals import (
     tpu_attribute,
     tpu_layout,
 )
-from spatial_tf.topology import device_assignment, synthetic
 
 
 def _real_tpu_strategy():
-    """TensorFlow's own TPUStrategy over a synthetic slice's devices (no TPU needed)."""
-    from test_strategy import FakeResolver
+    """TensorFlow's own TPUStrategy over a synthetic v3-8's devices (no TPU needed)."""
+    from test_strategy import real_tpu_strategy
 
-    topology = synthetic("v3-8")
-    return tf.distribute.TPUStrategy(
-        FakeResolver(topology),
-        experimental_device_assignment=device_assignment(topology, num_cores_per_replica=4),
-        experimental_spmd_xla_partitioning=True,
-    )
+    return real_tpu_strategy("v3-8", 4)
 
 
 def test_every_internal_exists_in_the_installed_tensorflow():
