@@ -44,6 +44,8 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from _tpu_cells import split_and_one_core  # noqa: E402
+
 CORES = 4
 FLOOR_SIZE = 64
 EXPERIMENT = "retinanet_resnetfpn_coco"
@@ -455,9 +457,7 @@ def _step_time_cells(seconds):
     >>> _step_time_cells([0.026, 0.104]), _step_time_cells([None, 0.104]), _step_time_cells([])
     (['26.0 ms / 0.104 s'], ['- / 0.104 s'], [])
     """
-    from spatial_tf.emulator.tpu import seconds_text
-
-    return [" / ".join("-" if s is None else seconds_text(s) for s in seconds)] if seconds else []
+    return [split_and_one_core(*seconds)] if seconds else []
 
 
 def size_table(args):
