@@ -42,7 +42,10 @@ import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# the repository (for spatial_tf from a checkout) and benchmarks/ (for _tpu_cells,
+# also when a test loads this file by path)
+sys.path[:0] = [os.path.join(_HERE, ".."), _HERE]
 
 from _tpu_cells import split_and_one_core  # noqa: E402
 
