@@ -75,7 +75,7 @@ from spatial_tf._tf_internals import (callable_losses, child_layers, own_trainab
                                       weight_regularization)
 from spatial_tf.annotate import annotate_tensor
 from spatial_tf.halo_conv import conv_by_groups, conv_of_concatenation
-from spatial_tf.space_to_depth import space_to_depth_supported, strided_conv_by_space_to_depth
+from spatial_tf.space_to_depth import space_to_depth_problem, strided_conv_by_space_to_depth
 from spatial_tf.spec import Replicate
 from spatial_tf.table import plural
 from spatial_tf.update_order import (is_ordered, ordered_call, ordered_convolution,
@@ -468,7 +468,7 @@ def _folded(path, layer):
     strides, padding = list(layer.strides), layer.padding.upper()
 
     def convolve(original, x, kernel):
-        if space_to_depth_supported(x.shape, layer.kernel_size, strides, padding):
+        if space_to_depth_problem(x.shape, layer.kernel_size, strides, padding):
             return ordered_convolution(original, x, kernel)
         return ordered_convolution(
             lambda a, b: strided_conv_by_space_to_depth(a, b, strides, padding), x, kernel)

@@ -35,7 +35,7 @@ from spatial_tf import frames
 
 frames.register_exclusion(__file__)  # the user's line is never here
 
-__all__ = ["strided_conv_by_space_to_depth", "space_to_depth_supported"]
+__all__ = ["strided_conv_by_space_to_depth", "space_to_depth_problem"]
 
 # given explicitly: without it, TensorFlow's eager gradient of a Conv3D fails reading it
 _CHANNELS_LAST = {1: "NWC", 2: "NHWC", 3: "NDHWC"}
@@ -53,13 +53,13 @@ def _blocks(kernel: int, stride: int, before: int) -> Tuple[int, int]:
     return (-before) // stride, (kernel - 1 - before) // stride
 
 
-def space_to_depth_supported(input_shape: Sequence, kernel_size: Sequence[int],
-                             strides: Sequence[int], padding: str) -> Union[str, None]:
+def space_to_depth_problem(input_shape: Sequence, kernel_size: Sequence[int],
+                           strides: Sequence[int], padding: str) -> Union[str, None]:
     """Why ``strided_conv_by_space_to_depth`` cannot compute this convolution, or None.
 
-    >>> space_to_depth_supported([2, 16, 16, 3], [3, 3], [2, 2], "SAME") is None
+    >>> space_to_depth_problem([2, 16, 16, 3], [3, 3], [2, 2], "SAME") is None
     True
-    >>> space_to_depth_supported([2, 15, 16, 3], [3, 3], [2, 2], "SAME")
+    >>> space_to_depth_problem([2, 15, 16, 3], [3, 3], [2, 2], "SAME")
     'spatial axis 1 has size 15, not a multiple of its stride 2'
     """
     if padding.upper() not in ("SAME", "VALID"):
@@ -80,13 +80,13 @@ def strided_conv_by_space_to_depth(x, kernel, strides: Union[int, Sequence[int]]
 
     Gradients flow to ``x`` and ``kernel`` through the fold, the pads and the kernel's
     rearrangement, so they equal the strided convolution's. Raises ``ValueError``
-    where ``space_to_depth_supported`` gives a reason.
+    where ``space_to_depth_problem`` gives a reason.
     """
     x, kernel = tf.convert_to_tensor(x), tf.convert_to_tensor(kernel)
     rank = len(x.shape) - 2
     strides = [strides] * rank if isinstance(strides, int) else list(strides)
     sizes = list(kernel.shape[:rank])
-    problem = space_to_depth_supported(x.shape, sizes, strides, padding)
+    problem = space_to_depth_problem(x.shape, sizes, strides, padding)
     if problem:
         raise ValueError(f"strided_conv_by_space_to_depth: {problem}. Fix: use "
                          "tf.nn.convolution for this convolution.")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from spatial_tf.space_to_depth import space_to_depth_supported, strided_conv_by_space_to_depth
+from spatial_tf.space_to_depth import space_to_depth_problem, strided_conv_by_space_to_depth
 
 # (input shape, kernel window, strides, padding): written out, not derived from the code
 CASES = [
@@ -85,7 +85,7 @@ def test_the_convolution_runs_at_stride_1_on_the_patches_folded_into_channels():
     ([1, None, 8, 3], [3, 3], [2, 2], "SAME", "spatial axis 1 has size None, not a multiple of its stride 2"),
 ])
 def test_what_it_cannot_compute_is_named(shape, window, strides, padding, reason):
-    assert space_to_depth_supported(shape, window, strides, padding) == reason
+    assert space_to_depth_problem(shape, window, strides, padding) == reason
 
 
 def test_an_unsupported_convolution_raises_with_the_reason_and_the_fix():
