@@ -4,6 +4,7 @@ themselves through nbmake: see setup.cfg.)"""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -28,6 +29,15 @@ def test_outputs_are_stripped(name):
     code = [c for c in _cells(name) if c["cell_type"] == "code"]
     assert code
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_cell_has_its_own_id(name):
+    """nbformat 4.5 wants an id on each cell (1 to 64 of letters, digits, - and _); a
+    cell without one makes nbformat warn wherever the notebook is read."""
+    ids = [c.get("id") for c in _cells(name)]
+    assert all(isinstance(i, str) and re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", i) for i in ids), ids
+    assert len(set(ids)) == len(ids), ids
 
 
 @pytest.mark.parametrize("name", EXPECTED)
