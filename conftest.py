@@ -71,9 +71,12 @@ def pytest_unconfigure(config):
     if _OWN_CACHE and not hasattr(config, "workerinput"):  # the controller, after the run
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
-collect_ignore = ["conftest.py"]  # not a doctest module itself
-
 _ROOT = pathlib.Path(__file__).resolve().parent
+# not doctest modules: this file, and the old paths of moved modules (importing one only
+# warns, which tests/emulator/test_moved_modules.py checks)
+collect_ignore = ["conftest.py"] + [
+    str(path) for path in sorted((_ROOT / "spatial_tf").rglob("*.py"))
+    if "__getattr__ = moved(__name__" in path.read_text()]
 _EMULATOR_DIRS = (_ROOT / "tests" / "emulator", _ROOT / "spatial_tf" / "emulator",
                   _ROOT / "docs", _ROOT / "README.md", _ROOT / "notebooks")
 JAX_MISSING_REASON = (
