@@ -13,7 +13,8 @@ outputs XLA gathers.
     python benchmarks/video_resize.py --size 224 --target v5e   # and the TPU compiler's
 
 With ``--target``, each row adds the per-core temp of the same step from XLA's TPU
-compiler for that generation (libtpu, compile-only), against its one-core program.
+compiler for that generation (libtpu, compile-only), against its one-core program, and a
+third row has the forms ``partition_friendly(model, target=...)`` picks for that TPU.
 """
 import argparse
 import os
@@ -78,6 +79,11 @@ def measure(model, batch, spec, target=None):
     return report.partitioned["temp"], report.unpartitioned["temp"], gathered, on_tpu
 
 
+def _ratio(part, whole):
+    """``part / whole`` to 3 places; "n/a" for a one-core step with no temp (tiny clips)."""
+    return f"{part / whole:.3f}" if whole else "n/a"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=10)
@@ -93,15 +99,18 @@ def main(argv=None):
     from spatial_tf.table import format_bytes, format_table
 
     spec = [1, 1, 2, 2, 1]
-    model = model_2plus1d(args.frames, args.size)
+    stages = {"as written": None, "after partition_friendly": {}}
+    if args.target:  # the forms partition_friendly picks for that TPU, on a fresh model
+        stages[f"after partition_friendly(target={args.target!r})"] = {"target": args.target}
     rows = []
-    for stage in ("as written", "after partition_friendly"):
-        if stage != "as written":
-            spatial_tf.layers.partition_friendly(model, warn=False)
+    for stage, friendly in stages.items():
+        model = model_2plus1d(args.frames, args.size)
+        if friendly is not None:
+            spatial_tf.layers.partition_friendly(model, warn=False, **friendly)
         temp, one, gathered, on_tpu = measure(model, args.batch, spec, args.target)
-        row = [stage, format_bytes(temp), format_bytes(one), f"{temp / one:.3f}"]
+        row = [stage, format_bytes(temp), format_bytes(one), _ratio(temp, one)]
         if on_tpu:
-            row += [format_bytes(on_tpu[0]), format_bytes(on_tpu[1]), f"{on_tpu[0] / on_tpu[1]:.3f}"]
+            row += [format_bytes(on_tpu[0]), format_bytes(on_tpu[1]), _ratio(*on_tpu)]
         rows.append(row + [", ".join(gathered) or "none"])
     tpu = [] if args.target is None else [f"TPU {args.target} temp", "TPU one core", "TPU ratio"]
     print(format_table(
