@@ -35,8 +35,9 @@ kinds of layer, as TensorFlow computes them, cost memory on every core:
   128 lanes, less memory for its input. Off by default (docs/benchmarks.md says why).
 
 - For a TPU (``target="v5e"``, or called inside a TPUStrategy's scope), stride-1
-  convolutions keep TensorFlow's kernel gradient, only ordered: on XLA's TPU compiler the halo form's step was never predicted faster by
-  more than 0.2% (docs/benchmarks.md, "Which form for which TPU").
+  convolutions keep TensorFlow's kernel gradient, only ordered: on XLA's TPU compiler
+  the halo form's step was never predicted faster by more than 0.2% (docs/benchmarks.md,
+  "Which form for which TPU").
 
 Which Keras classes are of which kind is ``spatial_tf.layer_kinds``' table.
 
@@ -170,11 +171,11 @@ def partition_friendly(model, *, optimizer: Any = None, warn: bool = True,
         halo (and a concatenation's convolution piecewise); ``False`` keeps TensorFlow's
         kernel gradient, only ordered before the update. By default (None) the halo form,
         but TensorFlow's with a ``target`` or inside a TPUStrategy's scope (on a TPU): on
-        XLA's TPU compiler (v5e and v3,
-        a keras-io U-Net and Model Garden's RetinaNet) ``halo=False`` predicted a step
-        as fast (within 0.2%) or faster every time (up to 26%), with temp per core from
-        22% less to 8% more, where the emulator's XLA:CPU figures favour the halo form
-        (docs/benchmarks.md, "Which form for which TPU").
+        XLA's TPU compiler (v5e and v3, a keras-io U-Net and Model Garden's RetinaNet)
+        ``halo=False`` predicted a step as fast (within 0.2%) or faster every time (up
+        to 26%), with temp per core from 22% less to 8% more, where the emulator's
+        XLA:CPU figures favour the halo form (docs/benchmarks.md, "Which form for which
+        TPU").
       space_to_depth: also compute each strided convolution of fewer than
         ``FOLD_CHANNELS`` input channels (an image or clip stem) at stride 1 on its
         input's patches folded into the channels (``spatial_tf.space_to_depth``): a
